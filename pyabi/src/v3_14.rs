@@ -1,0 +1,104 @@
+//! CPython 3.14 (GIL build) private layout, as Ember uses it.
+//!
+//! Every item here is compared with the installed headers by
+//! [`check_layout`](crate::check_layout), except `CodeObjectExtra`, which is
+//! private to `Objects/codeobject.c` and is checked by behaviour at import
+//! (see the runtime's self-test).
+
+use core::ffi::c_void;
+
+pub type PyObject = c_void;
+pub type PyThreadState = c_void;
+pub type CodeUnit = u16;
+
+/// `_PyStackRef`: a tagged `PyObject *` (low bit set = deferred/immortal).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackRef(pub usize);
+
+pub const PY_TAG_BITS: usize = 3;
+pub const PY_TAG_REFCNT: usize = 1;
+
+impl StackRef {
+    #[inline(always)]
+    pub fn as_ptr(self) -> *mut PyObject {
+        (self.0 & !PY_TAG_REFCNT) as *mut PyObject
+    }
+}
+
+/// `struct _PyInterpreterFrame` (pycore_interpframe_structs.h), non-debug and
+/// debug builds alike (the debug build splits `visited` into bitfields of the
+/// same byte).
+#[repr(C)]
+pub struct InterpreterFrame {
+    pub f_executable: StackRef,
+    pub previous: *mut InterpreterFrame,
+    pub f_funcobj: StackRef,
+    pub f_globals: *mut PyObject,
+    pub f_builtins: *mut PyObject,
+    pub f_locals: *mut PyObject,
+    pub frame_obj: *mut PyObject,
+    pub instr_ptr: *mut CodeUnit,
+    pub stackpointer: *mut StackRef,
+    pub return_offset: u16,
+    pub owner: i8,
+    pub visited: u8,
+    pub localsplus: [StackRef; 0],
+}
+
+pub const FRAME_OWNED_BY_GENERATOR: i8 = 1;
+pub const FRAME_OWNED_BY_INTERPRETER: i8 = 3;
+pub const FRAME_OWNED_BY_CSTACK: i8 = 4;
+
+/// Offset of `co_extra` in `PyCodeObject`.
+pub const CODE_CO_EXTRA: usize = 200;
+/// Offset of the bytecode (`co_code_adaptive`) in `PyCodeObject`.
+pub const CODE_CO_CODE_ADAPTIVE: usize = 208;
+
+/// `_PyCodeObjectExtra` (Objects/codeobject.c): what `co_extra` points to.
+#[repr(C)]
+pub struct CodeObjectExtra {
+    pub ce_size: isize,
+    pub ce_extras: [*mut c_void; 0],
+}
+
+pub type EvalFrameFn =
+    unsafe extern "C" fn(*mut PyThreadState, *mut InterpreterFrame, i32) -> *mut PyObject;
+
+extern "C" {
+    pub fn _PyEval_EvalFrameDefault(
+        tstate: *mut PyThreadState,
+        frame: *mut InterpreterFrame,
+        throwflag: i32,
+    ) -> *mut PyObject;
+    pub fn _PyInterpreterState_GetEvalFrameFunc(interp: *mut c_void) -> Option<EvalFrameFn>;
+    pub fn _PyInterpreterState_SetEvalFrameFunc(interp: *mut c_void, f: Option<EvalFrameFn>);
+}
+
+/// The Rust side of the table that `layout.c` exports.
+pub(crate) fn expected() -> Vec<(&'static str, usize)> {
+    use core::mem::{offset_of, size_of};
+    type F = InterpreterFrame;
+    vec![
+        ("_PyInterpreterFrame.f_executable", offset_of!(F, f_executable)),
+        ("_PyInterpreterFrame.previous", offset_of!(F, previous)),
+        ("_PyInterpreterFrame.f_funcobj", offset_of!(F, f_funcobj)),
+        ("_PyInterpreterFrame.f_globals", offset_of!(F, f_globals)),
+        ("_PyInterpreterFrame.f_builtins", offset_of!(F, f_builtins)),
+        ("_PyInterpreterFrame.f_locals", offset_of!(F, f_locals)),
+        ("_PyInterpreterFrame.frame_obj", offset_of!(F, frame_obj)),
+        ("_PyInterpreterFrame.instr_ptr", offset_of!(F, instr_ptr)),
+        ("_PyInterpreterFrame.stackpointer", offset_of!(F, stackpointer)),
+        ("_PyInterpreterFrame.return_offset", offset_of!(F, return_offset)),
+        ("_PyInterpreterFrame.owner", offset_of!(F, owner)),
+        ("_PyInterpreterFrame.localsplus", offset_of!(F, localsplus)),
+        ("PyCodeObject.co_extra", CODE_CO_EXTRA),
+        ("PyCodeObject.co_code_adaptive", CODE_CO_CODE_ADAPTIVE),
+        ("sizeof(_PyStackRef)", size_of::<StackRef>()),
+        ("Py_TAG_BITS", PY_TAG_BITS),
+        ("Py_TAG_REFCNT", PY_TAG_REFCNT),
+        ("FRAME_OWNED_BY_GENERATOR", FRAME_OWNED_BY_GENERATOR as usize),
+        ("FRAME_OWNED_BY_CSTACK", FRAME_OWNED_BY_CSTACK as usize),
+        ("FRAME_OWNED_BY_INTERPRETER", FRAME_OWNED_BY_INTERPRETER as usize),
+    ]
+}

@@ -1,0 +1,196 @@
+"""Ember: a tiered JIT compiler for CPython 3.14.
+
+    import ember
+    ember.enable()          # every frame from now on goes through Ember
+    ember.stats()           # what it did
+
+or, without changing code: ``python -m ember script.py`` or ``EMBER=1``.
+See docs/usage.md for every function and variable.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import sys
+import types
+
+from . import _config
+from ._config import ConfigError
+from . import _ember
+
+__all__ = [
+    "ConfigError",
+    "disable",
+    "enable",
+    "is_enabled",
+    "pin",
+    "stats",
+    "tier_of",
+    "unpin",
+    "write_stats",
+]
+
+__version__ = "0.1.0"
+
+#: Schema of ember.stats() and of the EMBER_STATS file (docs/stats.md).
+STATS_SCHEMA = "ember-stats"
+STATS_SCHEMA_VERSION = 1
+
+#: The highest tier this build can run code at (0: the interpreter only).
+MAX_AVAILABLE_TIER = _ember.MAX_AVAILABLE_TIER
+
+_stats_path_registered: set[str] = set()
+
+
+def enable() -> None:
+    """Install Ember's frame evaluator for this interpreter.
+
+    Idempotent. Raises RuntimeError if another PEP 523 frame evaluator (for
+    example TorchDynamo's) is installed: Ember does not chain evaluators and
+    never replaces someone else's. Raises ConfigError if an EMBER_* variable
+    is invalid.
+    """
+    cfg = _config.from_environ()
+    _ember._enable()
+    if cfg.stats_path:
+        _write_stats_at_exit(cfg.stats_path)
+
+
+def disable() -> bool:
+    """Remove Ember's evaluator. Returns True if it was installed.
+
+    Another evaluator installed after Ember's is left in place.
+    """
+    return _ember._disable()
+
+
+def is_enabled() -> bool:
+    """True when Ember's evaluator is the one the interpreter uses."""
+    return _ember._installed() == "ember"
+
+
+def _code_of(func, what: str) -> types.CodeType:
+    if isinstance(func, types.CodeType):
+        return func
+    if isinstance(func, (staticmethod, classmethod, types.MethodType)):
+        func = func.__func__
+    if isinstance(func, types.FunctionType):
+        return func.__code__
+    kind = type(func).__name__
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
+    shown = f"{kind} {name!r}" if name else kind
+    if isinstance(func, (types.BuiltinFunctionType, types.WrapperDescriptorType,
+                         types.MethodDescriptorType, types.MethodWrapperType)):
+        raise TypeError(f"{what} needs a Python function; {shown} is implemented in C "
+                        "and is never compiled")
+    raise TypeError(f"{what} needs a Python function, method or code object, not {shown}")
+
+
+def _check_tier(tier, what: str) -> int:
+    if isinstance(tier, bool) or not isinstance(tier, int):
+        raise TypeError(f"{what}: tier must be an int (0, 1 or 2), not {type(tier).__name__}")
+    if tier not in (0, 1, 2):
+        raise ValueError(f"{what}: tier must be 0 (interpreter), 1 (baseline) or 2 "
+                         f"(optimising), not {tier}")
+    if tier > MAX_AVAILABLE_TIER:
+        raise ValueError(f"{what}: tier {tier} is not available in this build of Ember "
+                         f"(highest available: {MAX_AVAILABLE_TIER})")
+    return tier
+
+
+_MISSING = object()
+
+
+def pin(func=_MISSING, tier=_MISSING):
+    """Pin a function to a tier: ``pin(func, 0)`` keeps it in the interpreter.
+
+    As a decorator: ``@ember.pin(tier=0)`` or ``@ember.pin(0)``. Accepts
+    functions, methods, static/class methods and code objects; returns the
+    function. The pin holds until ``unpin(func)``.
+    """
+    if func is _MISSING and tier is _MISSING:
+        raise TypeError("pin() needs a tier: pin(func, tier) or @pin(tier=...)")
+    if tier is _MISSING and isinstance(func, int) and not isinstance(func, bool):
+        func, tier = _MISSING, func
+    if func is _MISSING:
+        _check_tier(tier, "pin()")
+
+        def decorator(f):
+            return pin(f, tier)
+
+        return decorator
+    if tier is _MISSING:
+        raise TypeError("pin() needs a tier: pin(func, tier)")
+    code = _code_of(func, "pin()")
+    _ember._pin(code, _check_tier(tier, "pin()"))
+    return func
+
+
+def unpin(func) -> None:
+    """Remove a pin set by pin(); the function follows the automatic policy again."""
+    _ember._unpin(_code_of(func, "unpin()"))
+
+
+def tier_of(func) -> int:
+    """The tier the function's code runs at now (0: the interpreter)."""
+    return _ember._code_info(_code_of(func, "tier_of()"))[0]
+
+
+def stats() -> dict:
+    """Ember's counters: global totals and one entry per code object seen.
+
+    The layout is documented in docs/stats.md (schema "ember-stats", version 1).
+    """
+    raw = _ember._stats()
+    functions = sorted(raw["functions"], key=lambda f: (-f["calls"], f["qualname"]))
+    return {
+        "schema": STATS_SCHEMA,
+        "schema_version": STATS_SCHEMA_VERSION,
+        "ember_version": __version__,
+        "python_version": sys.version.split()[0],
+        "enabled": is_enabled(),
+        "max_available_tier": MAX_AVAILABLE_TIER,
+        "global": raw["global"],
+        "functions": functions,
+    }
+
+
+def write_stats(path: str) -> None:
+    """Write stats() as JSON to path."""
+    data = stats()
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+
+
+def _write_stats_at_exit(path: str) -> None:
+    if path in _stats_path_registered:
+        return
+    _stats_path_registered.add(path)
+
+    def write():
+        try:
+            write_stats(path)
+        except OSError as e:
+            print(f"ember: could not write EMBER_STATS file {path!r}: {e}", file=sys.stderr)
+
+    atexit.register(write)
+
+
+def _start_from_environment() -> bool:
+    """Turn Ember on as EMBER_* say (ember.pth, python -m ember). Never raises
+    for configuration: a bad value is reported in one line and Ember stays off."""
+    try:
+        cfg = _config.from_environ()
+    except ConfigError as e:
+        _config.report(e)
+        return False
+    if not cfg.enabled:
+        return False
+    try:
+        enable()
+    except RuntimeError as e:
+        print(f"ember: {e}; Ember stays off", file=sys.stderr)
+        return False
+    return True

@@ -1,0 +1,250 @@
+//! `ember._ember`: the native half of the `ember` package. The public API is
+//! the Python package (`runtime/python/ember`), which validates arguments and
+//! calls the underscore functions here.
+
+mod hook;
+mod records;
+
+use ember_profiler::{Tier, MAX_AVAILABLE_TIER};
+use pyo3::exceptions::{PyImportError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use pyo3::{ffi, IntoPyObjectExt};
+
+use hook::Installed;
+use records::state;
+
+fn describe_other(addr: usize) -> String {
+    format!(
+        "another PEP 523 frame evaluator is installed (function at {addr:#x}, for example \
+         TorchDynamo's); Ember does not chain evaluators. Remove it first, then call \
+         ember.enable()"
+    )
+}
+
+/// Install Ember's frame evaluator. Idempotent. Refuses, rather than
+/// replacing or chaining, when another evaluator is installed.
+#[pyfunction]
+fn _enable(_py: Python<'_>) -> PyResult<()> {
+    // SAFETY: the GIL is held in a #[pyfunction].
+    unsafe {
+        match hook::installed() {
+            Installed::Ember => Ok(()),
+            Installed::Default => {
+                hook::install(Some(hook::ember_fn()));
+                Ok(())
+            }
+            Installed::Passthrough => Err(PyRuntimeError::new_err(describe_other(
+                hook::passthrough_fn() as usize,
+            ))),
+            Installed::Other(f) => Err(PyRuntimeError::new_err(describe_other(f))),
+        }
+    }
+}
+
+/// Remove Ember's evaluator if it is the one installed; leave any other alone.
+/// Returns whether Ember's evaluator was removed.
+#[pyfunction]
+fn _disable(_py: Python<'_>) -> bool {
+    unsafe {
+        if let Installed::Ember = hook::installed() {
+            hook::install(None);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Which evaluator runs frames now: "default", "ember", "passthrough", "other".
+#[pyfunction]
+fn _installed(_py: Python<'_>) -> &'static str {
+    match unsafe { hook::installed() } {
+        Installed::Default => "default",
+        Installed::Ember => "ember",
+        Installed::Passthrough => "passthrough",
+        Installed::Other(_) => "other",
+    }
+}
+
+/// Install the do-nothing evaluator (benchmark floor, foreign-evaluator tests).
+#[pyfunction]
+fn _install_passthrough(_py: Python<'_>) -> PyResult<()> {
+    unsafe {
+        match hook::installed() {
+            Installed::Default | Installed::Passthrough => {
+                hook::install(Some(hook::passthrough_fn()));
+                Ok(())
+            }
+            _ => Err(PyRuntimeError::new_err("another frame evaluator is installed")),
+        }
+    }
+}
+
+#[pyfunction]
+fn _uninstall_passthrough(_py: Python<'_>) -> bool {
+    unsafe {
+        if let Installed::Passthrough = hook::installed() {
+            hook::install(None);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+fn as_code<'py>(obj: &Bound<'py, PyAny>) -> PyResult<*mut ffi::PyObject> {
+    if unsafe { ffi::PyCode_Check(obj.as_ptr()) } == 0 {
+        return Err(PyTypeError::new_err(format!(
+            "expected a code object, got {}",
+            obj.get_type().name()?
+        )));
+    }
+    Ok(obj.as_ptr())
+}
+
+fn tier_value(py: Python<'_>, tier: Option<Tier>) -> PyResult<Py<PyAny>> {
+    match tier {
+        Some(t) => t.number().into_py_any(py),
+        None => Ok(py.None()),
+    }
+}
+
+/// Pin a code object to a tier (validated by the Python layer too).
+#[pyfunction]
+fn _pin(code: &Bound<'_, PyAny>, tier: i64) -> PyResult<()> {
+    let code = as_code(code)?;
+    let tier = Tier::from_number(tier)
+        .ok_or_else(|| PyValueError::new_err(format!("tier must be 0, 1 or 2, not {tier}")))?;
+    if tier > MAX_AVAILABLE_TIER {
+        return Err(PyValueError::new_err(format!(
+            "tier {tier} is not available in this build of Ember (highest: {MAX_AVAILABLE_TIER})"
+        )));
+    }
+    unsafe {
+        let rec = records::get_or_create(code);
+        if rec.is_null() {
+            return Err(PyRuntimeError::new_err("could not attach Ember's record to the code object"));
+        }
+        (*rec).profile.pinned = Some(tier);
+    }
+    Ok(())
+}
+
+#[pyfunction]
+fn _unpin(code: &Bound<'_, PyAny>) -> PyResult<()> {
+    let code = as_code(code)?;
+    unsafe {
+        let rec = records::lookup(code, state().extra_index);
+        if !rec.is_null() {
+            (*rec).profile.pinned = None;
+        }
+    }
+    Ok(())
+}
+
+/// (current tier, pinned tier or None, calls, resumes) of a code object.
+#[pyfunction]
+fn _code_info(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<(u8, Py<PyAny>, u64, u64)> {
+    let code = as_code(code)?;
+    unsafe {
+        let rec = records::lookup(code, state().extra_index);
+        if rec.is_null() {
+            return Ok((Tier::Interpreter.number(), py.None(), 0, 0));
+        }
+        let p = &(*rec).profile;
+        Ok((p.current_tier().number(), tier_value(py, p.pinned)?, p.calls, p.resumes))
+    }
+}
+
+/// Every record as a dict, plus global totals.
+#[pyfunction]
+fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    let functions = PyList::empty(py);
+    // Copy the pointers first: building dicts can run Python code (gc) that
+    // frees code objects and so edits the registry.
+    let recs: Vec<*mut records::CodeRecord> = unsafe { state().records.clone() };
+    let mut holders = Vec::with_capacity(recs.len());
+    for &rec in &recs {
+        // Own a reference to every code object before anything can run.
+        let code = unsafe { Bound::from_borrowed_ptr(py, (*rec).code) };
+        holders.push(code);
+    }
+    for (i, code) in holders.iter().enumerate() {
+        let p = unsafe { (*recs[i]).profile.clone() };
+        let d = PyDict::new(py);
+        d.set_item("qualname", code.getattr("co_qualname")?)?;
+        d.set_item("filename", code.getattr("co_filename")?)?;
+        d.set_item("firstlineno", code.getattr("co_firstlineno")?)?;
+        d.set_item("calls", p.calls)?;
+        d.set_item("resumes", p.resumes)?;
+        d.set_item("tier", p.current_tier().number())?;
+        d.set_item("pinned", tier_value(py, p.pinned)?)?;
+        functions.append(d)?;
+    }
+    let totals = unsafe { state().totals.clone() };
+    let g = PyDict::new(py);
+    g.set_item("frames", totals.frames)?;
+    g.set_item("code_objects_seen", totals.code_objects_seen)?;
+    g.set_item("code_objects_freed", totals.code_objects_freed)?;
+    g.set_item("code_objects_live", recs.len())?;
+    let by_tier = PyDict::new(py);
+    for t in 0..3u8 {
+        let n = holders
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| unsafe { (*recs[*i]).profile.current_tier().number() } == t)
+            .count();
+        by_tier.set_item(t.to_string(), n)?;
+    }
+    g.set_item("code_objects_by_tier", by_tier)?;
+    out.set_item("global", g)?;
+    out.set_item("functions", functions)?;
+    Ok(out)
+}
+
+/// Forget every counter (records stay attached to their code objects).
+#[pyfunction]
+fn _reset_counters(_py: Python<'_>) {
+    unsafe {
+        let st = state();
+        st.totals.frames = 0;
+        for &rec in &st.records {
+            (*rec).profile.calls = 0;
+            (*rec).profile.resumes = 0;
+        }
+    }
+}
+
+#[pymodule]
+fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    ember_pyabi::check_layout().map_err(|e| {
+        PyImportError::new_err(format!("Ember was built against other CPython headers: {e}"))
+    })?;
+    unsafe {
+        let st = state();
+        if st.extra_index < 0 {
+            let index = ffi::PyUnstable_Eval_RequestCodeExtraIndex(records::free_record);
+            if index < 0 {
+                return Err(PyImportError::new_err("no co_extra slot left for Ember"));
+            }
+            let probe = py.eval(c"(lambda: None).__code__", None, None)?;
+            records::self_test_extra(probe.as_ptr(), index).map_err(PyImportError::new_err)?;
+            st.extra_index = index;
+        }
+    }
+    m.add("MAX_AVAILABLE_TIER", MAX_AVAILABLE_TIER.number())?;
+    m.add_function(wrap_pyfunction!(_enable, m)?)?;
+    m.add_function(wrap_pyfunction!(_disable, m)?)?;
+    m.add_function(wrap_pyfunction!(_installed, m)?)?;
+    m.add_function(wrap_pyfunction!(_install_passthrough, m)?)?;
+    m.add_function(wrap_pyfunction!(_uninstall_passthrough, m)?)?;
+    m.add_function(wrap_pyfunction!(_pin, m)?)?;
+    m.add_function(wrap_pyfunction!(_unpin, m)?)?;
+    m.add_function(wrap_pyfunction!(_code_info, m)?)?;
+    m.add_function(wrap_pyfunction!(_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(_reset_counters, m)?)?;
+    Ok(())
+}
