@@ -23,8 +23,11 @@ def _flag(name: str, value: str) -> bool:
 
 
 def _path(name: str, value: str) -> str:
+    """A file to write; "{pid}" in it becomes the process id (one file per
+    process when a program starts subprocesses with the same environment)."""
     if not value:
         raise ConfigError(f"{name} is empty: expected the path of a file to write")
+    value = value.replace("{pid}", str(os.getpid()))
     parent = os.path.dirname(os.path.abspath(value))
     if not os.path.isdir(parent):
         raise ConfigError(f"{name}={value!r} is not accepted: directory {parent!r} does not exist")
@@ -42,7 +45,7 @@ class Config:
 # name -> (parser, Config attribute, one-line description for the docs)
 VARIABLES = {
     "EMBER": (_flag, "enabled", "1 turns Ember on at interpreter start-up (via ember.pth), 0 leaves it off"),
-    "EMBER_STATS": (_path, "stats_path", "write ember.stats() as JSON to this path at exit"),
+    "EMBER_STATS": (_path, "stats_path", "write ember.stats() as JSON to this path at exit; {pid} is replaced by the process id"),
 }
 
 
