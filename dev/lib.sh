@@ -99,6 +99,8 @@ with_lock() {
     mkdir -p "$EMBER_DEV_ENV_DIR"
     exec {lockfd}>"$EMBER_DEV_ENV_DIR/$name.lock"
     flock "$lockfd"
-    "$@"
+    local status=0
+    "$@" || status=$?
     flock -u "$lockfd"
+    return "$status"
 }

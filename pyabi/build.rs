@@ -17,6 +17,7 @@ fn python_include() -> PathBuf {
 
 fn main() {
     println!("cargo:rerun-if-changed=src/layout.c");
+    println!("cargo:rerun-if-changed=src/opcodes.c");
     println!("cargo:rerun-if-env-changed=EMBER_PYTHON_INCLUDE");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
     let include = python_include();
@@ -27,9 +28,14 @@ fn main() {
     );
     cc::Build::new()
         .file("src/layout.c")
+        .file("src/opcodes.c")
         .include(&include)
         .include(include.join("internal"))
         .define("Py_BUILD_CORE", "1")
         .warnings(true)
+        // CPython's own inline functions have unused parameters.
+        .flag("-Wno-unused-parameter")
         .compile("ember_pyabi_layout");
+    // For crates that compile C against the same headers (links metadata).
+    println!("cargo:include={}", include.display());
 }

@@ -65,7 +65,7 @@ pub struct GlobalCounters {
 }
 
 /// Highest tier compiled into this build; pins above it are refused.
-pub const MAX_AVAILABLE_TIER: Tier = Tier::Interpreter;
+pub const MAX_AVAILABLE_TIER: Tier = Tier::Baseline;
 
 #[cfg(test)]
 mod tests {

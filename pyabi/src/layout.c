@@ -5,6 +5,7 @@
 #include "pycore_interpframe_structs.h"
 #include "pycore_stackref.h"
 #include "pycore_code.h"
+#include "opcode.h"
 
 #if PY_VERSION_HEX < 0x030E0000 || PY_VERSION_HEX >= 0x030F0000
 #error "this table describes CPython 3.14"
@@ -29,6 +30,11 @@ const struct ember_layout_entry ember_layout_3_14[] = {
     FIELD(_PyInterpreterFrame, localsplus),
     FIELD(PyCodeObject, co_extra),
     FIELD(PyCodeObject, co_code_adaptive),
+    FIELD(PyCodeObject, co_consts),
+    FIELD(PyCodeObject, co_names),
+    FIELD(PyCodeObject, co_localsplusnames),
+    FIELD(PyCodeObject, co_flags),
+    { "NB_OPARG_LAST", NB_OPARG_LAST },
     { "sizeof(_PyStackRef)", sizeof(_PyStackRef) },
     { "Py_TAG_BITS", Py_TAG_BITS },
     { "Py_TAG_REFCNT", Py_TAG_REFCNT },

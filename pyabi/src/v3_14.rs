@@ -55,6 +55,14 @@ pub const CODE_CO_EXTRA: usize = 200;
 /// Offset of the bytecode (`co_code_adaptive`) in `PyCodeObject`.
 pub const CODE_CO_CODE_ADAPTIVE: usize = 208;
 
+/// Offsets of the `PyCodeObject` fields tier 1 reads when compiling.
+pub const CODE_CO_CONSTS: usize = 24;
+pub const CODE_CO_NAMES: usize = 32;
+pub const CODE_CO_LOCALSPLUSNAMES: usize = 96;
+pub const CODE_CO_FLAGS: usize = 48;
+/// Highest `BINARY_OP` oparg (`_PyEval_BinaryOps` has one more entry).
+pub const NB_OPARG_LAST: usize = 26;
+
 /// `_PyCodeObjectExtra` (Objects/codeobject.c): what `co_extra` points to.
 #[repr(C)]
 pub struct CodeObjectExtra {
@@ -94,6 +102,11 @@ pub(crate) fn expected() -> Vec<(&'static str, usize)> {
         ("_PyInterpreterFrame.localsplus", offset_of!(F, localsplus)),
         ("PyCodeObject.co_extra", CODE_CO_EXTRA),
         ("PyCodeObject.co_code_adaptive", CODE_CO_CODE_ADAPTIVE),
+        ("PyCodeObject.co_consts", CODE_CO_CONSTS),
+        ("PyCodeObject.co_names", CODE_CO_NAMES),
+        ("PyCodeObject.co_localsplusnames", CODE_CO_LOCALSPLUSNAMES),
+        ("PyCodeObject.co_flags", CODE_CO_FLAGS),
+        ("NB_OPARG_LAST", NB_OPARG_LAST),
         ("sizeof(_PyStackRef)", size_of::<StackRef>()),
         ("Py_TAG_BITS", PY_TAG_BITS),
         ("Py_TAG_REFCNT", PY_TAG_REFCNT),

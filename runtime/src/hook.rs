@@ -10,10 +10,15 @@ use core::ffi::c_void;
 use ember_pyabi::current::{self as abi, EvalFrameFn, InterpreterFrame, PyThreadState};
 use pyo3::ffi;
 
+use ember_profiler::Tier;
+use ember_tier1::glue::ember_run;
+
+use crate::jit;
 use crate::records::{self, state};
 
-/// Ember's evaluator: count, then run the frame in the interpreter (the only
-/// tier this build has).
+/// Ember's evaluator: count, compile when the policy says so, and run the
+/// frame in compiled code when there is an entry for where it stands;
+/// otherwise in the interpreter.
 pub unsafe extern "C" fn ember_eval_frame(
     tstate: *mut PyThreadState,
     frame: *mut InterpreterFrame,
@@ -25,16 +30,38 @@ pub unsafe extern "C" fn ember_eval_frame(
     let mut rec = records::lookup(code, st.extra_index);
     if rec.is_null() {
         rec = records::get_or_create(code);
+        if rec.is_null() {
+            return abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag);
+        }
     }
-    if !rec.is_null() {
-        let at_start = (*frame).instr_ptr == code_start(code);
-        if at_start && throwflag == 0 {
-            (*rec).profile.calls += 1;
-        } else {
-            (*rec).profile.resumes += 1;
+    let rec = &mut *rec;
+    let start = code_start(code);
+    let at_start = (*frame).instr_ptr == start;
+    if at_start && throwflag == 0 {
+        rec.profile.calls += 1;
+    } else {
+        rec.profile.resumes += 1;
+    }
+    if throwflag == 0 && rec.profile.pinned != Some(Tier::Interpreter) {
+        if rec.compiled.is_none() && rec.refusal.is_none() && wants_tier1(rec, &st.settings) {
+            jit::compile_tier1(code, rec);
+        }
+        if let Some(c) = rec.compiled.as_deref() {
+            let index = (*frame).instr_ptr.offset_from(start) as usize;
+            if let Some(entry) = c.entry(index) {
+                return ember_run(tstate, frame as *mut c_void, entry) as *mut abi::PyObject;
+            }
         }
     }
     abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag)
+}
+
+#[inline(always)]
+fn wants_tier1(rec: &records::CodeRecord, settings: &jit::Settings) -> bool {
+    match rec.profile.pinned {
+        Some(t) => t >= Tier::Baseline,
+        None => settings.max_tier >= Tier::Baseline && rec.profile.calls >= settings.tier1_threshold,
+    }
 }
 
 /// A pass-through evaluator that does nothing but call the interpreter: the

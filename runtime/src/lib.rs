@@ -3,6 +3,7 @@
 //! calls the underscore functions here.
 
 mod hook;
+mod jit;
 mod records;
 
 use ember_profiler::{Tier, MAX_AVAILABLE_TIER};
@@ -181,6 +182,20 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         d.set_item("resumes", p.resumes)?;
         d.set_item("tier", p.current_tier().number())?;
         d.set_item("pinned", tier_value(py, p.pinned)?)?;
+        let rec = unsafe { &*recs[i] };
+        if let Some(c) = rec.compiled.as_deref() {
+            let t1 = PyDict::new(py);
+            t1.set_item("code_bytes", c.code_bytes)?;
+            t1.set_item("total_bytes", c.total_bytes())?;
+            t1.set_item("instructions", c.n_instructions)?;
+            t1.set_item("compile_ns", rec.compile_ns)?;
+            t1.set_item("address", c.addr())?;
+            d.set_item("tier1", t1)?;
+        }
+        match &rec.refusal {
+            Some(r) => d.set_item("interpreter_reason", r.to_string())?,
+            None => d.set_item("interpreter_reason", py.None())?,
+        }
         functions.append(d)?;
     }
     let totals = unsafe { state().totals.clone() };
@@ -199,9 +214,75 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         by_tier.set_item(t.to_string(), n)?;
     }
     g.set_item("code_objects_by_tier", by_tier)?;
+    let t1 = unsafe { &state().tier1 };
+    let tier1 = PyDict::new(py);
+    tier1.set_item("compiled", t1.compiled)?;
+    tier1.set_item("compile_ns", t1.compile_ns)?;
+    tier1.set_item("code_bytes", t1.code_bytes)?;
+    tier1.set_item("instructions", t1.instructions)?;
+    tier1.set_item("mapped_bytes", ember_tier1::jitmem::mapped_bytes())?;
+    let refused = PyDict::new(py);
+    if let Some(map) = &t1.refused {
+        for (k, v) in map {
+            refused.set_item(k, v)?;
+        }
+    }
+    tier1.set_item("refused", refused)?;
+    g.set_item("tier1", tier1)?;
     out.set_item("global", g)?;
     out.set_item("functions", functions)?;
     Ok(out)
+}
+
+/// Compilation settings (validated by the Python layer).
+#[pyfunction]
+fn _configure(tier1_threshold: u64, max_tier: i64) -> PyResult<()> {
+    let max_tier = Tier::from_number(max_tier)
+        .filter(|t| *t <= MAX_AVAILABLE_TIER)
+        .ok_or_else(|| PyValueError::new_err(format!("max tier must be 0..={MAX_AVAILABLE_TIER}")))?;
+    unsafe {
+        let st = state();
+        st.settings.tier1_threshold = tier1_threshold;
+        st.settings.max_tier = max_tier;
+    }
+    Ok(())
+}
+
+/// Compile a code object at tier 1 now; returns None or the refusal reason.
+#[pyfunction]
+fn _compile(code: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    let code = as_code(code)?;
+    unsafe {
+        let rec = records::get_or_create(code);
+        if rec.is_null() {
+            return Err(PyRuntimeError::new_err("could not attach Ember's record to the code object"));
+        }
+        let rec = &mut *rec;
+        if rec.compiled.is_none() {
+            rec.refusal = None;
+            jit::compile_tier1(code, rec);
+        }
+        Ok(rec.refusal.as_ref().map(|r| r.to_string()))
+    }
+}
+
+/// (machine code bytes, address, [(bytecode index, code offset, stencil)]) of
+/// a code object's tier-1 code, or None.
+#[pyfunction]
+fn _tier1_code<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<PyAny>> {
+    let code = as_code(code)?;
+    unsafe {
+        let rec = records::lookup(code, state().extra_index);
+        let Some(c) = (!rec.is_null()).then(|| (*rec).compiled.as_deref()).flatten() else {
+            return Ok(py.None());
+        };
+        let bytes = pyo3::types::PyBytes::new(py, c.machine_code());
+        let map = PyList::empty(py);
+        for &(index, off, name) in &c.map {
+            map.append((index, off, name))?;
+        }
+        (bytes, c.addr(), map).into_py_any(py)
+    }
 }
 
 /// Forget every counter (records stay attached to their code objects).
@@ -246,5 +327,8 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_code_info, m)?)?;
     m.add_function(wrap_pyfunction!(_stats, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_counters, m)?)?;
+    m.add_function(wrap_pyfunction!(_configure, m)?)?;
+    m.add_function(wrap_pyfunction!(_compile, m)?)?;
+    m.add_function(wrap_pyfunction!(_tier1_code, m)?)?;
     Ok(())
 }

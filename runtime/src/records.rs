@@ -9,7 +9,9 @@ use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use core::ptr;
 
-use ember_profiler::{CodeProfile, GlobalCounters};
+use ember_profiler::{CodeProfile, GlobalCounters, Tier};
+
+use crate::jit::{Settings, Tier1Totals};
 use ember_pyabi::current as abi;
 use pyo3::ffi;
 
@@ -17,6 +19,12 @@ pub struct CodeRecord {
     /// Borrowed: the record dies with its code object.
     pub code: *mut ffi::PyObject,
     pub profile: CodeProfile,
+    /// Tier-1 code; freed with the record, which outlives every frame
+    /// running it (a frame holds its code object).
+    pub compiled: Option<Box<ember_tier1::compile::Compiled>>,
+    /// Why tier 1 would not compile this code object.
+    pub refusal: Option<ember_tier1::compile::Refusal>,
+    pub compile_ns: u64,
     /// Position in `State::records`, for O(1) removal.
     registry_index: usize,
 }
@@ -26,6 +34,8 @@ pub struct State {
     pub extra_index: isize,
     pub records: Vec<*mut CodeRecord>,
     pub totals: GlobalCounters,
+    pub settings: Settings,
+    pub tier1: Tier1Totals,
 }
 
 pub struct GilCell<T>(UnsafeCell<T>);
@@ -36,6 +46,8 @@ pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
     extra_index: -1,
     records: Vec::new(),
     totals: GlobalCounters { frames: 0, code_objects_seen: 0, code_objects_freed: 0 },
+    settings: Settings { tier1_threshold: 8, max_tier: Tier::Baseline },
+    tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, code_bytes: 0, instructions: 0 },
 }));
 
 /// # Safety
@@ -75,6 +87,9 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
     let rec = Box::into_raw(Box::new(CodeRecord {
         code,
         profile: CodeProfile::default(),
+        compiled: None,
+        refusal: None,
+        compile_ns: 0,
         registry_index: st.records.len(),
     }));
     if ffi::PyUnstable_Code_SetExtra(code, st.extra_index, rec as *mut c_void) != 0 {

@@ -11,7 +11,7 @@ See docs/usage.md for every function and variable.
 from __future__ import annotations
 
 import atexit
-import json
+import os
 import sys
 import types
 
@@ -52,6 +52,7 @@ def enable() -> None:
     is invalid.
     """
     cfg = _config.from_environ()
+    _ember._configure(cfg.tier1_threshold, cfg.max_tier)
     _ember._enable()
     if cfg.stats_path:
         _write_stats_at_exit(cfg.stats_path)
@@ -158,22 +159,28 @@ def stats() -> dict:
 
 def write_stats(path: str) -> None:
     """Write stats() as JSON to path."""
+    import json  # here, not at the top: it would add to every EMBER=1 start-up
+
     data = stats()
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1)
         f.write("\n")
 
 
-def _write_stats_at_exit(path: str) -> None:
+def _write_stats_at_exit(path: str, what: str = "EMBER_STATS") -> None:
+    """Write stats() to `path` when the process exits. "{pid}" in `path` becomes
+    the id of the process that exits, so that a child made by os.fork(), which
+    inherits this handler, writes its own file rather than its parent's."""
     if path in _stats_path_registered:
         return
     _stats_path_registered.add(path)
 
     def write():
+        target = path.replace("{pid}", str(os.getpid()))
         try:
-            write_stats(path)
+            write_stats(target)
         except OSError as e:
-            print(f"ember: could not write EMBER_STATS file {path!r}: {e}", file=sys.stderr)
+            print(f"ember: could not write {what} file {target!r}: {e}", file=sys.stderr)
 
     atexit.register(write)
 
@@ -190,7 +197,7 @@ def _start_from_environment() -> bool:
         return False
     try:
         enable()
-    except RuntimeError as e:
-        print(f"ember: {e}; Ember stays off", file=sys.stderr)
+    except RuntimeError as e:  # another frame evaluator
+        _config.report(e)
         return False
     return True

@@ -9,7 +9,6 @@ rather than guessing. ``EMBER_DEV_*`` belongs to the development scripts
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 
 class ConfigError(ValueError):
@@ -23,29 +22,72 @@ def _flag(name: str, value: str) -> bool:
 
 
 def _path(name: str, value: str) -> str:
-    """A file to write; "{pid}" in it becomes the process id (one file per
-    process when a program starts subprocesses with the same environment)."""
+    """A file to write at exit; "{pid}" in it becomes the id of the process
+    that writes it (one file per process when a program forks or starts
+    subprocesses with the same environment). It is kept in the value returned
+    and replaced when the file is written; its directory is checked now, for
+    this process."""
     if not value:
         raise ConfigError(f"{name} is empty: expected the path of a file to write")
-    value = value.replace("{pid}", str(os.getpid()))
-    parent = os.path.dirname(os.path.abspath(value))
+    parent = os.path.dirname(os.path.abspath(value.replace("{pid}", str(os.getpid()))))
     if not os.path.isdir(parent):
         raise ConfigError(f"{name}={value!r} is not accepted: directory {parent!r} does not exist")
     return value
 
 
-@dataclass
+def _count(name: str, value: str) -> int:
+    if value.isdigit() and value.isascii():
+        return int(value)
+    raise ConfigError(f"{name}={value!r} is not accepted: expected a whole number >= 0")
+
+
+def _tier(name: str, value: str) -> int:
+    if value in ("0", "1"):
+        return int(value)
+    raise ConfigError(f"{name}={value!r} is not accepted: expected 0 (interpreter only) "
+                      "or 1 (baseline compiler), the tiers this build has")
+
+
+#: Defaults of the compilation settings.
+DEFAULT_TIER1_THRESHOLD = 8
+DEFAULT_MAX_TIER = 1
+
+
 class Config:
-    enabled: bool = False
-    stats_path: str | None = None
-    # Raw values, for the stats header.
-    raw: dict = field(default_factory=dict)
+    # A plain class, not a dataclass: importing dataclasses would more than
+    # double the time `import ember` adds to the start-up of every EMBER=1 process.
+    __slots__ = ("enabled", "stats_path", "tier1_threshold", "max_tier", "raw")
+
+    def __init__(self, enabled: bool = False, stats_path: str | None = None,
+                 raw: dict | None = None):
+        self.enabled = enabled
+        self.stats_path = stats_path
+        self.tier1_threshold = DEFAULT_TIER1_THRESHOLD
+        self.max_tier = DEFAULT_MAX_TIER
+        # Raw values, for the stats header.
+        self.raw = {} if raw is None else raw
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"Config({fields})"
+
+    def __eq__(self, other):
+        if not isinstance(other, Config):
+            return NotImplemented
+        return self._values() == other._values()
 
 
 # name -> (parser, Config attribute, one-line description for the docs)
 VARIABLES = {
     "EMBER": (_flag, "enabled", "1 turns Ember on at interpreter start-up (via ember.pth), 0 leaves it off"),
-    "EMBER_STATS": (_path, "stats_path", "write ember.stats() as JSON to this path at exit; {pid} is replaced by the process id"),
+    "EMBER_TIER1_THRESHOLD": (_count, "tier1_threshold",
+                              f"calls before a function is compiled at tier 1; 0 compiles at the first call (default {DEFAULT_TIER1_THRESHOLD})"),
+    "EMBER_MAX_TIER": (_tier, "max_tier",
+                       f"highest tier the automatic policy compiles to; 0 only counts (default {DEFAULT_MAX_TIER})"),
+    "EMBER_STATS": (_path, "stats_path", "write ember.stats() as JSON to this path at exit; {pid} becomes the id of the process that writes it"),
 }
 
 
@@ -65,7 +107,18 @@ def from_environ(environ=None) -> Config:
     return cfg
 
 
-def report(err: ConfigError) -> None:
+_reported: set[str] = set()
+
+
+def report(err: Exception) -> None:
+    """Say on standard error, in one line, why Ember stays off (a bad value,
+    another frame evaluator). Each message is said once per process: under
+    `python -m ember` with EMBER set, both the ember.pth autoload and
+    python -m ember check the environment and try to turn Ember on."""
     import sys
 
-    print(f"ember: {err}; Ember stays off", file=sys.stderr)
+    message = f"ember: {err}; Ember stays off"
+    if message in _reported:
+        return
+    _reported.add(message)
+    print(message, file=sys.stderr)

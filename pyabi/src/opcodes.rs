@@ -1,0 +1,73 @@
+//! Opcode metadata of CPython 3.14, read from `pycore_opcode_metadata.h`
+//! (compiled in `opcodes.c`): names, inline-cache sizes, and the generic
+//! ("deoptimised") form of every specialised opcode.
+
+use core::ffi::{c_char, c_int, CStr};
+use std::sync::OnceLock;
+
+extern "C" {
+    static ember_opcode_caches: [u8; 256];
+    static ember_opcode_deopt: [u8; 256];
+    static ember_opcode_name: [*const c_char; 267];
+    fn ember_opcode_num_popped(opcode: c_int, oparg: c_int) -> c_int;
+    fn ember_opcode_num_pushed(opcode: c_int, oparg: c_int) -> c_int;
+}
+
+/// Number of inline-cache code units after `op`.
+pub fn caches(op: u8) -> usize {
+    unsafe { ember_opcode_caches[op as usize] as usize }
+}
+
+/// The generic opcode a specialised one belongs to (itself if generic).
+pub fn deopt(op: u8) -> u8 {
+    unsafe { ember_opcode_deopt[op as usize] }
+}
+
+/// The opcode's name, or None for an unassigned number.
+pub fn name(op: u8) -> Option<&'static str> {
+    let p = unsafe { ember_opcode_name[op as usize] };
+    if p.is_null() {
+        None
+    } else {
+        Some(unsafe { CStr::from_ptr(p) }.to_str().expect("opcode names are ASCII"))
+    }
+}
+
+/// The opcode with this name (real opcodes only, not pseudo-instructions).
+pub fn by_name(n: &str) -> Option<u8> {
+    static TABLE: OnceLock<Vec<(&'static str, u8)>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| (0..=255u8).filter_map(|op| name(op).map(|s| (s, op))).collect());
+    table.iter().find(|(s, _)| *s == n).map(|&(_, op)| op)
+}
+
+/// Stack items popped and pushed by `op` with `oparg`.
+pub fn stack_effect(op: u8, oparg: i32) -> (i32, i32) {
+    unsafe { (ember_opcode_num_popped(op as c_int, oparg), ember_opcode_num_pushed(op as c_int, oparg)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specialised_forms_map_to_generic() {
+        let add_int = by_name("BINARY_OP_ADD_INT").unwrap();
+        assert_eq!(deopt(add_int), by_name("BINARY_OP").unwrap());
+        assert_eq!(name(by_name("RESUME").unwrap()), Some("RESUME"));
+    }
+
+    #[test]
+    fn cache_sizes_match_3_14() {
+        // From dis on 3.14: BINARY_OP has 5 cache units, LOAD_GLOBAL 4, CALL 3.
+        assert_eq!(caches(by_name("BINARY_OP").unwrap()), 5);
+        assert_eq!(caches(by_name("LOAD_GLOBAL").unwrap()), 4);
+        assert_eq!(caches(by_name("CALL").unwrap()), 3);
+        assert_eq!(caches(by_name("NOP").unwrap()), 0);
+    }
+
+    #[test]
+    fn stack_effects() {
+        let call = by_name("CALL").unwrap();
+        assert_eq!(stack_effect(call, 2), (4, 1));
+    }
+}

@@ -1,0 +1,127 @@
+//! Tier 1 in the runtime: when to compile, gathering what the compiler
+//! needs from a code object, and resolving symbols for it.
+
+use core::ffi::{c_char, c_void};
+use std::collections::HashMap;
+use std::time::Instant;
+
+use ember_profiler::Tier;
+use ember_pyabi::current as abi;
+use ember_tier1::compile::{self, CodeInfo, Refusal, Resolver};
+use pyo3::ffi;
+
+use crate::records::{state, CodeRecord};
+
+extern "C" {
+    fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void;
+}
+
+/// Compilation settings, set from EMBER_* through `ember._ember._configure`.
+pub struct Settings {
+    /// Calls before a code object is compiled at tier 1 (0: at its first call).
+    pub tier1_threshold: u64,
+    /// Highest tier the automatic policy uses (0: count only).
+    pub max_tier: Tier,
+}
+
+/// Per-process tier-1 totals.
+pub struct Tier1Totals {
+    pub compiled: u64,
+    /// Refusals by reason (created on first use: statics cannot build a map).
+    pub refused: Option<HashMap<String, u64>>,
+    pub compile_ns: u64,
+    pub code_bytes: u64,
+    pub instructions: u64,
+}
+
+struct PyResolver;
+
+impl Resolver for PyResolver {
+    fn symbol(&self, name: &str) -> Option<u64> {
+        if let Some(a) = ember_tier1::glue::symbol(name) {
+            return Some(a);
+        }
+        let c = std::ffi::CString::new(name).ok()?;
+        // RTLD_DEFAULT (NULL on glibc): the interpreter exports its API.
+        let p = unsafe { dlsym(core::ptr::null_mut(), c.as_ptr()) };
+        (!p.is_null()).then_some(p as u64)
+    }
+
+    fn small_int(&self, value: u32) -> Option<u64> {
+        if value > 256 {
+            return None;
+        }
+        // Small ints are immortal: the new reference needs no release.
+        let o = unsafe { ffi::PyLong_FromLong(value as _) };
+        if o.is_null() {
+            unsafe { ffi::PyErr_Clear() };
+            return None;
+        }
+        Some(o as u64)
+    }
+
+    fn binary_op(&self, oparg: u32) -> Option<u64> {
+        if oparg as usize > abi::NB_OPARG_LAST {
+            return None;
+        }
+        let table = self.symbol("_PyEval_BinaryOps")? as *const u64;
+        Some(unsafe { *table.add(oparg as usize) })
+    }
+}
+
+unsafe fn field<T: Copy>(code: *mut ffi::PyObject, off: usize) -> T {
+    *((code as *const u8).add(off) as *const T)
+}
+
+unsafe fn tuple_items(t: *mut ffi::PyObject) -> Vec<u64> {
+    let n = ffi::PyTuple_Size(t);
+    (0..n.max(0)).map(|i| ffi::PyTuple_GetItem(t, i) as u64).collect()
+}
+
+/// Compile `code` at tier 1 and attach the result (or the refusal) to its record.
+///
+/// # Safety
+/// GIL held; `rec` is `code`'s record.
+pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
+    let start = Instant::now();
+    let n_units = ffi::Py_SIZE(code) as usize;
+    let bytecode_ptr = (code as *mut u8).add(abi::CODE_CO_CODE_ADAPTIVE) as *const u16;
+    let consts = tuple_items(field(code, abi::CODE_CO_CONSTS));
+    let names = tuple_items(field(code, abi::CODE_CO_NAMES));
+    let lpnames = tuple_items(field(code, abi::CODE_CO_LOCALSPLUSNAMES));
+    let info = CodeInfo {
+        code_object: code as u64,
+        bytecode: core::slice::from_raw_parts(bytecode_ptr, n_units),
+        bytecode_addr: bytecode_ptr as u64,
+        consts: &consts,
+        names: &names,
+        localsplusnames: &lpnames,
+    };
+    let result = compile::compile(&info, &PyResolver);
+    let elapsed = start.elapsed().as_nanos() as u64;
+    let totals = &mut state().tier1;
+    match result {
+        Ok(c) => {
+            totals.compiled += 1;
+            totals.compile_ns += elapsed;
+            totals.code_bytes += c.code_bytes as u64;
+            totals.instructions += c.n_instructions as u64;
+            rec.compile_ns = elapsed;
+            rec.profile.tier = Some(Tier::Baseline);
+            rec.compiled = Some(Box::new(c));
+        }
+        Err(why) => {
+            *totals.refused.get_or_insert_with(HashMap::new).entry(refusal_key(&why)).or_default() += 1;
+            rec.refusal = Some(why);
+        }
+    }
+}
+
+/// Refusals grouped for the stats: the kind, and the opcode when unsupported.
+pub fn refusal_key(r: &Refusal) -> String {
+    match r {
+        Refusal::Malformed(_) => "malformed".into(),
+        Refusal::Memory(_) => "memory".into(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,327 @@
+/* Locals, constants, stack shuffling, control flow, frame entry and exit. */
+#include "ember_stencil.h"
+
+/* The code object's shared exits (one copy per compiled code object). */
+
+/* Hand the frame to the interpreter at frame->instr_ptr. */
+EMBER_STENCIL(DEOPT_EXIT)
+{
+    return ember_handoff(frame, stack_pointer, tstate);
+}
+
+/* An instruction tier 1 does not compile: the interpreter runs the rest of
+ * this frame from here. */
+EMBER_STENCIL(UNSUPPORTED)
+{
+    SET_IP();
+    return ember_handoff(frame, stack_pointer, tstate);
+}
+
+/* An exception at frame->instr_ptr: traceback entry, then the handler (through
+ * the entry table, OPERAND0) or out of the frame. */
+EMBER_STENCIL(ERROR_EXIT)
+{
+    int here = (int)(frame->instr_ptr - _PyFrame_GetBytecode(frame));
+    int handler = ember_unwind(frame, &stack_pointer, tstate, here, 1);
+    if (handler < 0) {
+        return NULL;
+    }
+    __attribute__((musttail)) return ((ember_cont *)OPERAND0)[handler](frame, stack_pointer, tstate);
+}
+
+/* The same without a traceback entry (a bare `raise`). */
+EMBER_STENCIL(RERAISE_EXIT)
+{
+    int here = (int)(frame->instr_ptr - _PyFrame_GetBytecode(frame));
+    int handler = ember_unwind(frame, &stack_pointer, tstate, here, 0);
+    if (handler < 0) {
+        return NULL;
+    }
+    __attribute__((musttail)) return ((ember_cont *)OPERAND0)[handler](frame, stack_pointer, tstate);
+}
+
+EMBER_STENCIL(NOP)
+{
+    CONTINUE();
+}
+
+EMBER_STENCIL(RESUME)
+{
+    if (UNLIKELY(ember_instrumentation_changed(tstate, (PyCodeObject *)OPERAND0))) {
+        SET_IP();
+        DEOPT();
+    }
+    /* Periodic check except right after a yield-from/await resumption,
+     * as the interpreter does. */
+    if ((OPARG & RESUME_OPARG_LOCATION_MASK) < RESUME_AFTER_YIELD_FROM && ember_breaker_set(tstate)) {
+        ESCAPE();
+        if (ember_handle_pending(tstate) < 0) {
+            ERROR();
+        }
+    }
+    CONTINUE();
+}
+
+EMBER_STENCIL(LOAD_FAST)
+{
+    stack_pointer[0] = PyStackRef_DUP(GETLOCAL(OPARG));
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(LOAD_FAST_BORROW)
+{
+    stack_pointer[0] = PyStackRef_Borrow(GETLOCAL(OPARG));
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(LOAD_FAST_LOAD_FAST)
+{
+    int oparg = OPARG;
+    stack_pointer[0] = PyStackRef_DUP(GETLOCAL(oparg >> 4));
+    stack_pointer[1] = PyStackRef_DUP(GETLOCAL(oparg & 15));
+    stack_pointer += 2;
+    CONTINUE();
+}
+
+EMBER_STENCIL(LOAD_FAST_BORROW_LOAD_FAST_BORROW)
+{
+    int oparg = OPARG;
+    stack_pointer[0] = PyStackRef_Borrow(GETLOCAL(oparg >> 4));
+    stack_pointer[1] = PyStackRef_Borrow(GETLOCAL(oparg & 15));
+    stack_pointer += 2;
+    CONTINUE();
+}
+
+/* OPERAND0: the variable's name (for the error message). */
+EMBER_STENCIL(LOAD_FAST_CHECK)
+{
+    _PyStackRef value = GETLOCAL(OPARG);
+    if (UNLIKELY(PyStackRef_IsNull(value))) {
+        ESCAPE();
+        _PyEval_FormatExcCheckArg(tstate, PyExc_UnboundLocalError,
+            "cannot access local variable '%s' where it is not associated with a value",
+            (PyObject *)OPERAND0);
+        ERROR();
+    }
+    stack_pointer[0] = PyStackRef_DUP(value);
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(LOAD_FAST_AND_CLEAR)
+{
+    int oparg = OPARG;
+    stack_pointer[0] = GETLOCAL(oparg);
+    GETLOCAL(oparg) = PyStackRef_NULL;
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(STORE_FAST)
+{
+    int oparg = OPARG;
+    _PyStackRef old = GETLOCAL(oparg);
+    GETLOCAL(oparg) = stack_pointer[-1];
+    stack_pointer--;
+    if (!PyStackRef_IsNull(old)) {
+        ESCAPE();
+        PyStackRef_CLOSE(old);
+    }
+    CONTINUE();
+}
+
+EMBER_STENCIL(STORE_FAST_LOAD_FAST)
+{
+    int oparg = OPARG;
+    _PyStackRef old = GETLOCAL(oparg >> 4);
+    GETLOCAL(oparg >> 4) = stack_pointer[-1];
+    stack_pointer[-1] = PyStackRef_DUP(GETLOCAL(oparg & 15));
+    if (!PyStackRef_IsNull(old)) {
+        ESCAPE();
+        PyStackRef_CLOSE(old);
+    }
+    CONTINUE();
+}
+
+EMBER_STENCIL(STORE_FAST_STORE_FAST)
+{
+    int oparg = OPARG;
+    _PyStackRef old1 = GETLOCAL(oparg >> 4);
+    GETLOCAL(oparg >> 4) = stack_pointer[-1];
+    stack_pointer--;
+    if (!PyStackRef_IsNull(old1)) {
+        ESCAPE();
+        PyStackRef_CLOSE(old1);
+    }
+    _PyStackRef old2 = GETLOCAL(oparg & 15);
+    GETLOCAL(oparg & 15) = stack_pointer[-1];
+    stack_pointer--;
+    if (!PyStackRef_IsNull(old2)) {
+        ESCAPE();
+        PyStackRef_CLOSE(old2);
+    }
+    CONTINUE();
+}
+
+/* OPERAND0: the variable's name. */
+EMBER_STENCIL(DELETE_FAST)
+{
+    int oparg = OPARG;
+    _PyStackRef old = GETLOCAL(oparg);
+    if (UNLIKELY(PyStackRef_IsNull(old))) {
+        ESCAPE();
+        _PyEval_FormatExcCheckArg(tstate, PyExc_UnboundLocalError,
+            "cannot access local variable '%s' where it is not associated with a value",
+            (PyObject *)OPERAND0);
+        ERROR();
+    }
+    GETLOCAL(oparg) = PyStackRef_NULL;
+    ESCAPE();
+    PyStackRef_CLOSE(old);
+    CONTINUE();
+}
+
+/* OPERAND0: the constant (kept alive by the code object). */
+EMBER_STENCIL(LOAD_CONST)
+{
+    stack_pointer[0] = PyStackRef_FromPyObjectNew((PyObject *)OPERAND0);
+    stack_pointer++;
+    CONTINUE();
+}
+
+/* OPERAND0: the small int object (immortal). */
+EMBER_STENCIL(LOAD_SMALL_INT)
+{
+    stack_pointer[0] = PyStackRef_FromPyObjectBorrow((PyObject *)OPERAND0);
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(POP_TOP)
+{
+    _PyStackRef value = stack_pointer[-1];
+    stack_pointer--;
+    ESCAPE();
+    PyStackRef_CLOSE(value);
+    CONTINUE();
+}
+
+EMBER_STENCIL(PUSH_NULL)
+{
+    stack_pointer[0] = PyStackRef_NULL;
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(COPY)
+{
+    stack_pointer[0] = PyStackRef_DUP(stack_pointer[-OPARG]);
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(SWAP)
+{
+    int oparg = OPARG;
+    _PyStackRef top = stack_pointer[-1];
+    stack_pointer[-1] = stack_pointer[-oparg];
+    stack_pointer[-oparg] = top;
+    CONTINUE();
+}
+
+EMBER_STENCIL(JUMP_FORWARD)
+{
+    JUMP();
+}
+
+/* OPERAND0: the code object. The jump target's instruction is
+ * OPERAND1, where the interpreter takes over if instrumentation changed. */
+EMBER_STENCIL(JUMP_BACKWARD)
+{
+    if (UNLIKELY(ember_breaker_set(tstate))) {
+        if (ember_instrumentation_changed(tstate, (PyCodeObject *)OPERAND0)) {
+            frame->instr_ptr = (_Py_CODEUNIT *)OPERAND1;
+            DEOPT();
+        }
+        ESCAPE();
+        if (ember_handle_pending(tstate) < 0) {
+            ERROR();
+        }
+    }
+    else if (UNLIKELY(ember_instrumentation_changed(tstate, (PyCodeObject *)OPERAND0))) {
+        frame->instr_ptr = (_Py_CODEUNIT *)OPERAND1;
+        DEOPT();
+    }
+    JUMP();
+}
+
+EMBER_STENCIL(POP_JUMP_IF_FALSE)
+{
+    _PyStackRef cond = stack_pointer[-1];
+    stack_pointer--;
+    if (PyStackRef_IsFalse(cond)) {
+        JUMP();
+    }
+    CONTINUE();
+}
+
+EMBER_STENCIL(POP_JUMP_IF_TRUE)
+{
+    _PyStackRef cond = stack_pointer[-1];
+    stack_pointer--;
+    if (PyStackRef_IsTrue(cond)) {
+        JUMP();
+    }
+    CONTINUE();
+}
+
+EMBER_STENCIL(POP_JUMP_IF_NONE)
+{
+    _PyStackRef value = stack_pointer[-1];
+    stack_pointer--;
+    if (PyStackRef_IsNone(value)) {
+        JUMP();
+    }
+    ESCAPE();
+    PyStackRef_CLOSE(value);
+    CONTINUE();
+}
+
+EMBER_STENCIL(POP_JUMP_IF_NOT_NONE)
+{
+    _PyStackRef value = stack_pointer[-1];
+    stack_pointer--;
+    if (PyStackRef_IsNone(value)) {
+        CONTINUE();
+    }
+    ESCAPE();
+    PyStackRef_CLOSE(value);
+    JUMP();
+}
+
+EMBER_STENCIL(RETURN_VALUE)
+{
+    _PyStackRef retval = stack_pointer[-1];
+    stack_pointer--;
+    PyObject *result = PyStackRef_AsPyObjectSteal(retval);
+    SYNC_SP();
+    tstate->py_recursion_remaining++;
+    /* Unlink the frame before clearing it, as the interpreter does. */
+    tstate->current_frame = frame->previous;
+    _PyEval_FrameClearAndPop(tstate, frame);
+    return result;
+}
+
+/* The stack effect of an instruction whose only job is to be skipped
+ * (NOT_TAKEN, the first cache word, ...) is nothing; NOP serves. */
+
+EMBER_STENCIL(END_FOR)
+{
+    _PyStackRef value = stack_pointer[-1];
+    stack_pointer--;
+    ESCAPE();
+    PyStackRef_CLOSE(value);
+    CONTINUE();
+}

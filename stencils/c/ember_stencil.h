@@ -1,0 +1,112 @@
+/* Common definitions for Ember's tier-1 stencils (see ../README.md).
+ *
+ * A stencil implements one bytecode instruction on the interpreter's own
+ * frame: locals and the value stack live in the _PyInterpreterFrame, and
+ * before anything that can escape (a call into C, a decref that may run a
+ * finaliser, a raise) the stencil stores frame->instr_ptr and
+ * frame->stackpointer exactly as the interpreter would have them. */
+#ifndef EMBER_STENCIL_H
+#define EMBER_STENCIL_H
+
+#ifndef Py_BUILD_CORE
+#  define Py_BUILD_CORE 1
+#endif
+#include <Python.h>
+#include "pycore_ceval.h"
+#include "pycore_code.h"
+#include "pycore_frame.h"
+#include "pycore_interpframe.h"
+#include "pycore_long.h"
+#include "pycore_object.h"
+#include "pycore_pyerrors.h"
+#include "pycore_stackref.h"
+#include "pycore_tuple.h"
+#include "pycore_list.h"
+
+#define EMBER_ARGS _PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadState *tstate
+#define EMBER_CC __attribute__((preserve_none))
+typedef EMBER_CC PyObject *(*ember_cont)(EMBER_ARGS);
+
+#define EMBER_STENCIL(NAME) EMBER_CC PyObject *ember_stencil_##NAME(EMBER_ARGS)
+
+/* Value holes: the address of the symbol is the value. */
+extern char _EMBER_OPARG[];
+extern char _EMBER_OPERAND0[];
+extern char _EMBER_OPERAND1[];
+extern char _EMBER_THIS_INSTR[];
+extern char _EMBER_NEXT_INSTR[];
+
+/* Continuation holes. Hidden visibility: a direct jmp/b, not a GOT load. */
+#define EMBER_HIDDEN __attribute__((visibility("hidden")))
+extern EMBER_HIDDEN EMBER_CC PyObject *_EMBER_CONTINUE(EMBER_ARGS);
+extern EMBER_HIDDEN EMBER_CC PyObject *_EMBER_JUMP(EMBER_ARGS);
+extern EMBER_HIDDEN EMBER_CC PyObject *_EMBER_ERROR(EMBER_ARGS);
+extern EMBER_HIDDEN EMBER_CC PyObject *_EMBER_DEOPT(EMBER_ARGS);
+
+/* The empty asm hides the hole's value from the optimiser: clang would
+ * otherwise assume a symbol's address is never zero (oparg 0 is common). */
+static inline __attribute__((always_inline)) uintptr_t
+ember_hole(const void *sym)
+{
+    uintptr_t v = (uintptr_t)sym;
+    __asm__("" : "+r"(v));
+    return v;
+}
+
+#define OPARG ((int)ember_hole(_EMBER_OPARG))
+#define OPERAND0 ember_hole(_EMBER_OPERAND0)
+#define OPERAND1 ember_hole(_EMBER_OPERAND1)
+#define THIS_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_THIS_INSTR))
+#define NEXT_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_NEXT_INSTR))
+
+#define CONTINUE() __attribute__((musttail)) return _EMBER_CONTINUE(frame, stack_pointer, tstate)
+#define JUMP() __attribute__((musttail)) return _EMBER_JUMP(frame, stack_pointer, tstate)
+#define ERROR() __attribute__((musttail)) return _EMBER_ERROR(frame, stack_pointer, tstate)
+#define DEOPT() __attribute__((musttail)) return _EMBER_DEOPT(frame, stack_pointer, tstate)
+
+/* Frame-state discipline. */
+#define SET_IP() (frame->instr_ptr = THIS_INSTR)
+#define SYNC_SP() (frame->stackpointer = stack_pointer)
+#define ESCAPE() (SET_IP(), SYNC_SP())
+
+#define GETLOCAL(i) (frame->localsplus[(i)])
+#define BORROW(ref) PyStackRef_AsPyObjectBorrow(ref)
+#define CODE() ((PyCodeObject *)PyStackRef_AsPyObjectBorrow(frame->f_executable))
+
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Helpers that live in the ember module itself (tier1/csrc/glue.c). */
+PyObject *ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadState *tstate);
+/* Steals exc and cause; returns 1 for a bare re-raise (no new traceback). */
+int ember_do_raise(PyThreadState *tstate, PyObject *exc, PyObject *cause);
+int ember_handle_pending(PyThreadState *tstate);
+/* Exception unwinding through the code object's exception table, for an
+ * exception raised at instruction index `index`: returns the handler's
+ * instruction index with the stack set up for it, or -1 when the exception
+ * leaves the frame (which is then cleared and popped). */
+int ember_unwind(_PyInterpreterFrame *frame, _PyStackRef **stack_pointer, PyThreadState *tstate,
+                 int index, int add_traceback);
+/* Calls base[0] with self base[1] (or NULL) and the oparg arguments after it
+ * (then a kwnames tuple when has_kwnames); closes all of them. */
+PyObject *ember_call(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames);
+/* Build from n stack items, which they consume, also on failure. */
+PyObject *ember_build_tuple(_PyStackRef *items, int n);
+PyObject *ember_build_list(_PyStackRef *items, int n);
+
+/* The interpreter's eval-breaker test, and the instrumentation version a
+ * compiled code object was made for (monitoring switched on changes it). */
+static inline __attribute__((always_inline)) int
+ember_breaker_set(PyThreadState *tstate)
+{
+    return (_Py_atomic_load_uintptr_relaxed(&tstate->eval_breaker) & _PY_EVAL_EVENTS_MASK) != 0;
+}
+
+static inline __attribute__((always_inline)) int
+ember_instrumentation_changed(PyThreadState *tstate, PyCodeObject *code)
+{
+    uintptr_t global = _Py_atomic_load_uintptr_relaxed(&tstate->eval_breaker) & ~_PY_EVAL_EVENTS_MASK;
+    return global != code->_co_instrumentation_version;
+}
+
+#endif /* EMBER_STENCIL_H */

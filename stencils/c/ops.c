@@ -1,0 +1,556 @@
+/* Arithmetic, comparisons, truth, attributes, globals, iteration, calls. */
+#include "ember_stencil.h"
+
+/* Replace the two operands on top of the stack by a result (NULL: error).
+ * The operands stay on the stack, alive, during the call. */
+#define BINARY_EPILOGUE(res_o)                          \
+    do {                                                \
+        stack_pointer -= 2;                             \
+        SYNC_SP();                                      \
+        PyStackRef_CLOSE(lhs);                          \
+        PyStackRef_CLOSE(rhs);                          \
+        if (UNLIKELY((res_o) == NULL)) {                \
+            ERROR();                                    \
+        }                                               \
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res_o); \
+        stack_pointer++;                                \
+        CONTINUE();                                     \
+    } while (0)
+
+/* OPERAND0: the binaryfunc for this oparg (_PyEval_BinaryOps[oparg]). */
+EMBER_STENCIL(BINARY_OP)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    ESCAPE();
+    PyObject *res = ((binaryfunc)OPERAND0)(BORROW(lhs), BORROW(rhs));
+    BINARY_EPILOGUE(res);
+}
+
+#define INT_BINOP(NAME, FAST)                                                  \
+    EMBER_STENCIL(NAME)                                                        \
+    {                                                                          \
+        _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];          \
+        PyObject *l = BORROW(lhs), *r = BORROW(rhs);                           \
+        ESCAPE();                                                              \
+        PyObject *res;                                                         \
+        if (LIKELY(PyLong_CheckExact(l) && PyLong_CheckExact(r))) {            \
+            res = FAST((PyLongObject *)l, (PyLongObject *)r);                  \
+        }                                                                      \
+        else {                                                                 \
+            res = ((binaryfunc)OPERAND0)(l, r);                                \
+        }                                                                      \
+        BINARY_EPILOGUE(res);                                                  \
+    }
+
+INT_BINOP(BINARY_OP_ADD_INT, _PyLong_Add)
+INT_BINOP(BINARY_OP_SUBTRACT_INT, _PyLong_Subtract)
+INT_BINOP(BINARY_OP_MULTIPLY_INT, _PyLong_Multiply)
+
+#define FLOAT_BINOP(NAME, OP)                                                  \
+    EMBER_STENCIL(NAME)                                                        \
+    {                                                                          \
+        _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];          \
+        PyObject *l = BORROW(lhs), *r = BORROW(rhs);                           \
+        ESCAPE();                                                              \
+        PyObject *res;                                                         \
+        if (LIKELY(PyFloat_CheckExact(l) && PyFloat_CheckExact(r))) {          \
+            res = PyFloat_FromDouble(PyFloat_AS_DOUBLE(l) OP PyFloat_AS_DOUBLE(r)); \
+        }                                                                      \
+        else {                                                                 \
+            res = ((binaryfunc)OPERAND0)(l, r);                                \
+        }                                                                      \
+        BINARY_EPILOGUE(res);                                                  \
+    }
+
+FLOAT_BINOP(BINARY_OP_ADD_FLOAT, +)
+FLOAT_BINOP(BINARY_OP_SUBTRACT_FLOAT, -)
+FLOAT_BINOP(BINARY_OP_MULTIPLY_FLOAT, *)
+
+EMBER_STENCIL(BINARY_OP_SUBSCR_LIST_INT)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    PyObject *l = BORROW(lhs), *r = BORROW(rhs);
+    ESCAPE();
+    PyObject *res;
+    if (LIKELY(PyList_CheckExact(l) && PyLong_CheckExact(r) && _PyLong_IsNonNegativeCompact((PyLongObject *)r)
+               && (Py_ssize_t)_PyLong_CompactValue((PyLongObject *)r) < PyList_GET_SIZE(l))) {
+        res = Py_NewRef(PyList_GET_ITEM(l, _PyLong_CompactValue((PyLongObject *)r)));
+    }
+    else {
+        res = ((binaryfunc)OPERAND0)(l, r);
+    }
+    BINARY_EPILOGUE(res);
+}
+
+/* COMPARE_OP: oparg >> 5 is the comparison; bit 16 asks for a bool. */
+EMBER_STENCIL(COMPARE_OP)
+{
+    int oparg = OPARG;
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    ESCAPE();
+    PyObject *res = PyObject_RichCompare(BORROW(lhs), BORROW(rhs), oparg >> 5);
+    stack_pointer -= 2;
+    SYNC_SP();
+    PyStackRef_CLOSE(lhs);
+    PyStackRef_CLOSE(rhs);
+    if (UNLIKELY(res == NULL)) {
+        ERROR();
+    }
+    if (oparg & 16) {
+        int truth = PyObject_IsTrue(res);
+        Py_DECREF(res);
+        if (UNLIKELY(truth < 0)) {
+            ERROR();
+        }
+        stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
+    }
+    else {
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
+    }
+    stack_pointer++;
+    CONTINUE();
+}
+
+/* Specialised int comparison: both compact ints; OPERAND1 = mask of
+ * outcomes (1: less, 2: greater, 8: equal) that mean true, as CPython
+ * encodes it in the low bits of the oparg. */
+EMBER_STENCIL(COMPARE_OP_INT)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    PyObject *l = BORROW(lhs), *r = BORROW(rhs);
+    if (LIKELY(PyLong_CheckExact(l) && PyLong_CheckExact(r)
+               && _PyLong_IsCompact((PyLongObject *)l) && _PyLong_IsCompact((PyLongObject *)r))) {
+        Py_ssize_t a = _PyLong_CompactValue((PyLongObject *)l);
+        Py_ssize_t b = _PyLong_CompactValue((PyLongObject *)r);
+        int outcome = (a < b) ? 1 : (a > b) ? 2 : 8;
+        int truth = (outcome & (int)OPERAND1) != 0;
+        stack_pointer -= 2;
+        /* Ints have no finalisers: closing them cannot escape. */
+        PyStackRef_CLOSE(lhs);
+        PyStackRef_CLOSE(rhs);
+        stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
+        stack_pointer++;
+        CONTINUE();
+    }
+    int oparg = OPARG;
+    ESCAPE();
+    PyObject *res = PyObject_RichCompare(l, r, oparg >> 5);
+    stack_pointer -= 2;
+    SYNC_SP();
+    PyStackRef_CLOSE(lhs);
+    PyStackRef_CLOSE(rhs);
+    if (UNLIKELY(res == NULL)) {
+        ERROR();
+    }
+    if (oparg & 16) {
+        int truth = PyObject_IsTrue(res);
+        Py_DECREF(res);
+        if (UNLIKELY(truth < 0)) {
+            ERROR();
+        }
+        stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
+    }
+    else {
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
+    }
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(TO_BOOL)
+{
+    _PyStackRef value = stack_pointer[-1];
+    if (PyStackRef_IsTrue(value) || PyStackRef_IsFalse(value)) {
+        CONTINUE();
+    }
+    ESCAPE();
+    int truth = PyObject_IsTrue(BORROW(value));
+    stack_pointer--;
+    SYNC_SP();
+    PyStackRef_CLOSE(value);
+    if (UNLIKELY(truth < 0)) {
+        ERROR();
+    }
+    stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(UNARY_NOT)
+{
+    _PyStackRef value = stack_pointer[-1];
+    stack_pointer[-1] = PyStackRef_IsFalse(value) ? PyStackRef_True : PyStackRef_False;
+    CONTINUE();
+}
+
+#define UNARY(NAME, FUNC)                                 \
+    EMBER_STENCIL(NAME)                                   \
+    {                                                     \
+        _PyStackRef value = stack_pointer[-1];            \
+        ESCAPE();                                         \
+        PyObject *res = FUNC(BORROW(value));              \
+        stack_pointer--;                                  \
+        SYNC_SP();                                        \
+        PyStackRef_CLOSE(value);                          \
+        if (UNLIKELY(res == NULL)) {                      \
+            ERROR();                                      \
+        }                                                 \
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res); \
+        stack_pointer++;                                  \
+        CONTINUE();                                       \
+    }
+
+UNARY(UNARY_NEGATIVE, PyNumber_Negative)
+UNARY(UNARY_INVERT, PyNumber_Invert)
+
+EMBER_STENCIL(IS_OP)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    int res = (BORROW(lhs) == BORROW(rhs)) ^ OPARG;
+    stack_pointer -= 2;
+    ESCAPE();
+    PyStackRef_CLOSE(lhs);
+    PyStackRef_CLOSE(rhs);
+    stack_pointer[0] = res ? PyStackRef_True : PyStackRef_False;
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(CONTAINS_OP)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    ESCAPE();
+    int res = PySequence_Contains(BORROW(rhs), BORROW(lhs));
+    stack_pointer -= 2;
+    SYNC_SP();
+    PyStackRef_CLOSE(lhs);
+    PyStackRef_CLOSE(rhs);
+    if (UNLIKELY(res < 0)) {
+        ERROR();
+    }
+    stack_pointer[0] = (res ^ OPARG) ? PyStackRef_True : PyStackRef_False;
+    stack_pointer++;
+    CONTINUE();
+}
+
+/* OPERAND0: the name. Pushes the value, then NULL when oparg & 1. */
+EMBER_STENCIL(LOAD_GLOBAL)
+{
+    ESCAPE();
+    _PyEval_LoadGlobalStackRef(frame->f_globals, frame->f_builtins, (PyObject *)OPERAND0, stack_pointer);
+    if (UNLIKELY(PyStackRef_IsNull(stack_pointer[0]))) {
+        if (!_PyErr_Occurred(tstate)) {
+            _PyEval_FormatExcCheckArg(tstate, PyExc_NameError, "name '%.200s' is not defined",
+                                      (PyObject *)OPERAND0);
+        }
+        ERROR();
+    }
+    stack_pointer++;
+    if (OPARG & 1) {
+        stack_pointer[0] = PyStackRef_NULL;
+        stack_pointer++;
+    }
+    CONTINUE();
+}
+
+/* OPERAND0: the name. With oparg & 1, loads a method for CALL:
+ * (owner -- method, self) or (owner -- attr, NULL). */
+EMBER_STENCIL(LOAD_ATTR)
+{
+    _PyStackRef owner = stack_pointer[-1];
+    PyObject *name = (PyObject *)OPERAND0;
+    ESCAPE();
+    if (OPARG & 1) {
+        PyObject *meth = NULL;
+        int is_meth = _PyObject_GetMethod(BORROW(owner), name, &meth);
+        if (is_meth) {
+            /* The owner stays on the stack as self. */
+            stack_pointer[-1] = PyStackRef_FromPyObjectSteal(meth);
+            stack_pointer[0] = owner;
+            stack_pointer++;
+            CONTINUE();
+        }
+        stack_pointer--;
+        SYNC_SP();
+        PyStackRef_CLOSE(owner);
+        if (UNLIKELY(meth == NULL)) {
+            ERROR();
+        }
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(meth);
+        stack_pointer[1] = PyStackRef_NULL;
+        stack_pointer += 2;
+        CONTINUE();
+    }
+    PyObject *attr = PyObject_GetAttr(BORROW(owner), name);
+    stack_pointer--;
+    SYNC_SP();
+    PyStackRef_CLOSE(owner);
+    if (UNLIKELY(attr == NULL)) {
+        ERROR();
+    }
+    stack_pointer[0] = PyStackRef_FromPyObjectSteal(attr);
+    stack_pointer++;
+    CONTINUE();
+}
+
+/* (value, owner --); OPERAND0: the name. */
+EMBER_STENCIL(STORE_ATTR)
+{
+    _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
+    ESCAPE();
+    int err = PyObject_SetAttr(BORROW(owner), (PyObject *)OPERAND0, BORROW(value));
+    stack_pointer -= 2;
+    SYNC_SP();
+    PyStackRef_CLOSE(value);
+    PyStackRef_CLOSE(owner);
+    if (UNLIKELY(err < 0)) {
+        ERROR();
+    }
+    CONTINUE();
+}
+
+/* (value, container, key --) */
+EMBER_STENCIL(STORE_SUBSCR)
+{
+    _PyStackRef value = stack_pointer[-3], container = stack_pointer[-2], key = stack_pointer[-1];
+    ESCAPE();
+    int err = PyObject_SetItem(BORROW(container), BORROW(key), BORROW(value));
+    stack_pointer -= 3;
+    SYNC_SP();
+    PyStackRef_CLOSE(value);
+    PyStackRef_CLOSE(container);
+    PyStackRef_CLOSE(key);
+    if (UNLIKELY(err < 0)) {
+        ERROR();
+    }
+    CONTINUE();
+}
+
+EMBER_STENCIL(GET_ITER)
+{
+    _PyStackRef iterable = stack_pointer[-1];
+    ESCAPE();
+    PyObject *iter = PyObject_GetIter(BORROW(iterable));
+    stack_pointer--;
+    SYNC_SP();
+    PyStackRef_CLOSE(iterable);
+    if (UNLIKELY(iter == NULL)) {
+        ERROR();
+    }
+    stack_pointer[0] = PyStackRef_FromPyObjectSteal(iter);
+    stack_pointer++;
+    CONTINUE();
+}
+
+/* (iter -- iter, next). When exhausted, the iterator stays and control goes
+ * to the POP_ITER after the loop's END_FOR (tier 1 points JUMP there). */
+EMBER_STENCIL(FOR_ITER)
+{
+    _PyStackRef iter = stack_pointer[-1];
+    PyObject *it = BORROW(iter);
+    ESCAPE();
+    PyObject *next = (*Py_TYPE(it)->tp_iternext)(it);
+    if (next == NULL) {
+        if (_PyErr_Occurred(tstate)) {
+            if (!_PyErr_ExceptionMatches(tstate, PyExc_StopIteration)) {
+                ERROR();
+            }
+            _PyErr_Clear(tstate);
+        }
+        JUMP();
+    }
+    stack_pointer[0] = PyStackRef_FromPyObjectSteal(next);
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(POP_ITER)
+{
+    _PyStackRef value = stack_pointer[-1];
+    stack_pointer--;
+    ESCAPE();
+    PyStackRef_CLOSE(value);
+    CONTINUE();
+}
+
+/* (callable, self_or_null, args[oparg] -- res) */
+EMBER_STENCIL(CALL)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    ESCAPE();
+    PyObject *res = ember_call(frame, base, oparg, 0);
+    stack_pointer = base;
+    if (UNLIKELY(res == NULL)) {
+        ERROR();
+    }
+    stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
+    stack_pointer++;
+    CONTINUE();
+}
+
+/* (callable, self_or_null, args[oparg], kwnames -- res) */
+EMBER_STENCIL(CALL_KW)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 3;
+    ESCAPE();
+    PyObject *res = ember_call(frame, base, oparg, 1);
+    stack_pointer = base;
+    if (UNLIKELY(res == NULL)) {
+        ERROR();
+    }
+    stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
+    stack_pointer++;
+    CONTINUE();
+}
+
+#define BUILD_SEQ(NAME, MAKE)                                                  \
+    EMBER_STENCIL(NAME)                                                        \
+    {                                                                          \
+        int oparg = OPARG;                                                     \
+        _PyStackRef *items = stack_pointer - oparg;                            \
+        ESCAPE();                                                              \
+        PyObject *seq = MAKE(items, oparg);                                    \
+        stack_pointer = items;                                                 \
+        if (UNLIKELY(seq == NULL)) {                                           \
+            ERROR();                                                           \
+        }                                                                      \
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(seq);                  \
+        stack_pointer++;                                                       \
+        CONTINUE();                                                            \
+    }
+
+BUILD_SEQ(BUILD_TUPLE, ember_build_tuple)
+BUILD_SEQ(BUILD_LIST, ember_build_list)
+
+/* (container, start, stop -- res) */
+EMBER_STENCIL(BINARY_SLICE)
+{
+    _PyStackRef container = stack_pointer[-3], start = stack_pointer[-2], stop = stack_pointer[-1];
+    ESCAPE();
+    PyObject *slice = PySlice_New(BORROW(start), BORROW(stop), NULL);
+    PyObject *res = NULL;
+    if (slice != NULL) {
+        res = PyObject_GetItem(BORROW(container), slice);
+        Py_DECREF(slice);
+    }
+    stack_pointer -= 3;
+    SYNC_SP();
+    PyStackRef_CLOSE(container);
+    PyStackRef_CLOSE(start);
+    PyStackRef_CLOSE(stop);
+    if (UNLIKELY(res == NULL)) {
+        ERROR();
+    }
+    stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
+    stack_pointer++;
+    CONTINUE();
+}
+
+/* (list, unused[oparg-1], v -- list, unused[oparg-1]) */
+EMBER_STENCIL(LIST_APPEND)
+{
+    _PyStackRef v = stack_pointer[-1];
+    PyObject *list = BORROW(stack_pointer[-1 - OPARG]);
+    ESCAPE();
+    int err = PyList_Append(list, BORROW(v));
+    stack_pointer--;
+    SYNC_SP();
+    PyStackRef_CLOSE(v);
+    if (UNLIKELY(err < 0)) {
+        ERROR();
+    }
+    CONTINUE();
+}
+
+/* (exc -- prev_exc, new_exc) */
+EMBER_STENCIL(PUSH_EXC_INFO)
+{
+    _PyStackRef exc = stack_pointer[-1];
+    _PyErr_StackItem *exc_info = tstate->exc_info;
+    _PyStackRef prev;
+    if (exc_info->exc_value != NULL) {
+        prev = PyStackRef_FromPyObjectSteal(exc_info->exc_value);
+    }
+    else {
+        prev = PyStackRef_None;
+    }
+    exc_info->exc_value = Py_NewRef(BORROW(exc));
+    stack_pointer[-1] = prev;
+    stack_pointer[0] = exc;
+    stack_pointer++;
+    CONTINUE();
+}
+
+/* (exc_value --) */
+EMBER_STENCIL(POP_EXCEPT)
+{
+    _PyStackRef exc_value = stack_pointer[-1];
+    stack_pointer--;
+    ESCAPE();
+    _PyErr_StackItem *exc_info = tstate->exc_info;
+    PyObject *value = PyStackRef_IsNone(exc_value) ? NULL : PyStackRef_AsPyObjectSteal(exc_value);
+    Py_XSETREF(exc_info->exc_value, value);
+    CONTINUE();
+}
+
+/* (left, right -- left, b) */
+EMBER_STENCIL(CHECK_EXC_MATCH)
+{
+    _PyStackRef left = stack_pointer[-2], right = stack_pointer[-1];
+    ESCAPE();
+    if (UNLIKELY(_PyEval_CheckExceptTypeValid(tstate, BORROW(right)) < 0)) {
+        ERROR();
+    }
+    int res = PyErr_GivenExceptionMatches(BORROW(left), BORROW(right));
+    stack_pointer--;
+    SYNC_SP();
+    PyStackRef_CLOSE(right);
+    stack_pointer[0] = res ? PyStackRef_True : PyStackRef_False;
+    stack_pointer++;
+    CONTINUE();
+}
+
+/* (args[oparg] --): raise, raise exc, raise exc from cause. A bare
+ * re-raise unwinds without a new traceback entry: tier 1 points this
+ * stencil's JUMP at the code object's RERAISE_EXIT. */
+EMBER_STENCIL(RAISE_VARARGS)
+{
+    int oparg = OPARG;
+    PyObject *exc = NULL, *cause = NULL;
+    if (oparg >= 1) {
+        exc = PyStackRef_AsPyObjectSteal(stack_pointer[-oparg]);
+    }
+    if (oparg == 2) {
+        cause = PyStackRef_AsPyObjectSteal(stack_pointer[-1]);
+    }
+    stack_pointer -= oparg;
+    ESCAPE();
+    if (ember_do_raise(tstate, exc, cause)) {
+        JUMP();
+    }
+    ERROR();
+}
+
+/* (values[oparg], exc --): re-raise; with oparg, values[0] is the lasti
+ * to report. Unwinds from this instruction without a new traceback entry.
+ * OPERAND1: the code object's entry table. */
+EMBER_STENCIL(RERAISE)
+{
+    int oparg = OPARG;
+    _PyStackRef exc = stack_pointer[-1];
+    stack_pointer--;
+    ESCAPE();
+    int here = (int)(THIS_INSTR - _PyFrame_GetBytecode(frame));
+    if (oparg) {
+        PyObject *lasti = BORROW(stack_pointer[-oparg]);
+        frame->instr_ptr = _PyFrame_GetBytecode(frame) + PyLong_AsLong(lasti);
+    }
+    _PyErr_SetRaisedException(tstate, PyStackRef_AsPyObjectSteal(exc));
+    int handler = ember_unwind(frame, &stack_pointer, tstate, here, 0);
+    if (handler < 0) {
+        return NULL;
+    }
+    __attribute__((musttail)) return ((ember_cont *)OPERAND1)[handler](frame, stack_pointer, tstate);
+}

@@ -1,0 +1,275 @@
+/* Tier 1's run-time helpers: entering compiled code, handing a frame to the
+ * interpreter, exception unwinding, and the slow paths stencils call.
+ * Compiled into the ember module with clang (preserve_none), against
+ * CPython 3.14's headers. Stencils reach these through Symbol holes. */
+#include "../../stencils/c/ember_stencil.h"
+
+/* Run `frame` in compiled code starting at `entry` (the stencil for the
+ * instruction at frame->instr_ptr). The same bookkeeping as the interpreter's
+ * entry: recursion depth, and the frame made current. */
+PyObject *
+ember_run(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
+{
+    if (tstate->py_recursion_remaining <= 0 || _Py_ReachedRecursionLimit(tstate)) {
+        /* Let the interpreter raise RecursionError exactly as it would. */
+        return _PyEval_EvalFrameDefault(tstate, frame, 0);
+    }
+    tstate->py_recursion_remaining--;
+    frame->previous = tstate->current_frame;
+    tstate->current_frame = frame;
+    return entry(frame, frame->stackpointer, tstate);
+}
+
+/* The interpreter takes over the frame at frame->instr_ptr and runs it to
+ * its end. */
+PyObject *
+ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadState *tstate)
+{
+    frame->stackpointer = stack_pointer;
+    tstate->current_frame = frame->previous;
+    tstate->py_recursion_remaining++;
+    return _PyEval_EvalFrameDefault(tstate, frame, 0);
+}
+
+int
+ember_handle_pending(PyThreadState *tstate)
+{
+    return _Py_HandlePending(tstate);
+}
+
+/* The exception table's varint: 6 bits a byte, bit 6 says more follow. */
+static const unsigned char *
+read_varint(const unsigned char *p, int *out)
+{
+    int val = *p & 63;
+    while (*p & 64) {
+        p++;
+        val = (val << 6) | (*p & 63);
+    }
+    *out = val;
+    return p + 1;
+}
+
+/* Entries are (start, size, target, depth<<1|lasti), in code units, sorted
+ * by start; the first byte of an entry has bit 7 set. */
+static int
+find_handler(PyCodeObject *code, int index, int *level, int *handler, int *lasti)
+{
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(code->co_exceptiontable);
+    const unsigned char *end = p + PyBytes_GET_SIZE(code->co_exceptiontable);
+    while (p < end) {
+        int start, size, target, depth_lasti;
+        p = read_varint(p, &start);
+        p = read_varint(p, &size);
+        p = read_varint(p, &target);
+        p = read_varint(p, &depth_lasti);
+        if (start > index) {
+            return 0;
+        }
+        if (index < start + size) {
+            *handler = target;
+            *level = depth_lasti >> 1;
+            *lasti = depth_lasti & 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int
+ember_unwind(_PyInterpreterFrame *frame, _PyStackRef **stack_pointer_p, PyThreadState *tstate,
+             int index, int add_traceback)
+{
+    _PyStackRef *sp = *stack_pointer_p;
+    frame->stackpointer = sp;
+    if (add_traceback) {
+        if (!_PyFrame_IsIncomplete(frame)) {
+            /* This frame is tstate's current one while compiled code runs. */
+            PyFrameObject *f = PyThreadState_GetFrame(tstate);
+            if (f != NULL) {
+                PyTraceBack_Here(f);
+                Py_DECREF(f);
+            }
+        }
+        _PyEval_MonitorRaise(tstate, frame, frame->instr_ptr);
+    }
+    PyCodeObject *code = _PyFrame_GetCode(frame);
+    _PyStackRef *base = _PyFrame_Stackbase(frame);
+    int level, handler, lasti;
+    for (;;) {
+        if (!find_handler(code, index, &level, &handler, &lasti)) {
+            while (sp > base) {
+                sp--;
+                frame->stackpointer = sp;
+                PyStackRef_XCLOSE(*sp);
+            }
+            tstate->py_recursion_remaining++;
+            tstate->current_frame = frame->previous;
+            _PyEval_FrameClearAndPop(tstate, frame);
+            return -1;
+        }
+        _PyStackRef *new_top = base + level;
+        while (sp > new_top) {
+            sp--;
+            frame->stackpointer = sp;
+            PyStackRef_XCLOSE(*sp);
+        }
+        if (lasti) {
+            PyObject *lasti_obj = PyLong_FromLong(_PyInterpreterFrame_LASTI(frame));
+            if (lasti_obj == NULL) {
+                /* Unwind again, from the handler, as the interpreter does. */
+                index = handler;
+                continue;
+            }
+            *sp++ = PyStackRef_FromPyObjectSteal(lasti_obj);
+        }
+        PyObject *exc = _PyErr_GetRaisedException(tstate);
+        *sp++ = PyStackRef_FromPyObjectSteal(exc);
+        frame->stackpointer = sp;
+        frame->instr_ptr = _PyFrame_GetBytecode(frame) + handler;
+        *stack_pointer_p = sp;
+        return handler;
+    }
+}
+
+int
+ember_do_raise(PyThreadState *tstate, PyObject *exc, PyObject *cause)
+{
+    PyObject *type = NULL, *value = NULL;
+    if (exc == NULL) {
+        PyObject *handled = PyErr_GetHandledException();
+        if (handled == NULL || handled == Py_None) {
+            Py_XDECREF(handled);
+            _PyErr_SetString(tstate, PyExc_RuntimeError, "No active exception to reraise");
+            return 0;
+        }
+        _PyErr_SetRaisedException(tstate, handled);
+        return 1;
+    }
+    if (PyExceptionClass_Check(exc)) {
+        type = exc;
+        value = PyObject_CallNoArgs(exc);
+        if (value == NULL) {
+            goto fail;
+        }
+        if (!PyExceptionInstance_Check(value)) {
+            _PyErr_Format(tstate, PyExc_TypeError,
+                          "calling %R should have returned an instance of BaseException, not %R",
+                          type, Py_TYPE(value));
+            goto fail;
+        }
+    }
+    else if (PyExceptionInstance_Check(exc)) {
+        value = exc;
+        type = Py_NewRef(PyExceptionInstance_Class(exc));
+    }
+    else {
+        Py_DECREF(exc);
+        _PyErr_SetString(tstate, PyExc_TypeError, "exceptions must derive from BaseException");
+        goto fail;
+    }
+    if (cause != NULL) {
+        PyObject *fixed_cause;
+        if (PyExceptionClass_Check(cause)) {
+            fixed_cause = PyObject_CallNoArgs(cause);
+            if (fixed_cause == NULL) {
+                goto fail;
+            }
+            if (!PyExceptionInstance_Check(fixed_cause)) {
+                _PyErr_Format(tstate, PyExc_TypeError,
+                              "calling %R should have returned an instance of BaseException, not %R",
+                              cause, Py_TYPE(fixed_cause));
+                Py_DECREF(fixed_cause);
+                goto fail;
+            }
+            Py_DECREF(cause);
+        }
+        else if (PyExceptionInstance_Check(cause)) {
+            fixed_cause = cause;
+        }
+        else if (Py_IsNone(cause)) {
+            Py_DECREF(cause);
+            fixed_cause = NULL;
+        }
+        else {
+            _PyErr_SetString(tstate, PyExc_TypeError, "exception causes must derive from BaseException");
+            goto fail;
+        }
+        cause = NULL;
+        PyException_SetCause(value, fixed_cause);
+    }
+    PyErr_SetObject(type, value);
+    Py_DECREF(value);
+    Py_DECREF(type);
+    return 0;
+fail:
+    Py_XDECREF(value);
+    Py_XDECREF(type);
+    Py_XDECREF(cause);
+    return 0;
+}
+
+PyObject *
+ember_call(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames)
+{
+    PyObject *callable = PyStackRef_AsPyObjectBorrow(base[0]);
+    int has_self = !PyStackRef_IsNull(base[1]);
+    _PyStackRef *args = base + 2 - has_self;
+    int total = oparg + has_self;
+    PyObject *kwnames = has_kwnames ? PyStackRef_AsPyObjectBorrow(base[2 + oparg]) : NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *small[1 + 16];
+    PyObject **buf = small;
+    PyObject *res = NULL;
+    if (total + 1 > (int)(sizeof(small) / sizeof(small[0]))) {
+        buf = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *));
+        if (buf == NULL) {
+            PyErr_NoMemory();
+            goto close;
+        }
+    }
+    for (int i = 0; i < total; i++) {
+        buf[1 + i] = PyStackRef_AsPyObjectBorrow(args[i]);
+    }
+    res = PyObject_Vectorcall(callable, buf + 1, (size_t)(total - nkw) | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+    if (buf != small) {
+        PyMem_Free(buf);
+    }
+close:
+    frame->stackpointer = base;
+    for (_PyStackRef *p = base + 2 + oparg + has_kwnames; p > base;) {
+        p--;
+        PyStackRef_XCLOSE(*p);
+    }
+    return res;
+}
+
+PyObject *
+ember_build_tuple(_PyStackRef *items, int n)
+{
+    PyObject *t = _PyTuple_FromStackRefStealOnSuccess(items, n);
+    if (t == NULL) {
+        for (int i = n - 1; i >= 0; i--) {
+            PyStackRef_CLOSE(items[i]);
+        }
+    }
+    return t;
+}
+
+PyObject *
+ember_build_list(_PyStackRef *items, int n)
+{
+    PyObject *l = _PyList_FromStackRefStealOnSuccess(items, n);
+    if (l == NULL) {
+        for (int i = n - 1; i >= 0; i--) {
+            PyStackRef_CLOSE(items[i]);
+        }
+    }
+    return l;
+}
+
+void
+ember_clear_cache(char *start, char *end)
+{
+    __builtin___clear_cache(start, end);
+}

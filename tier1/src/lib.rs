@@ -1,0 +1,9 @@
+//! Ember's tier-1 copy-and-patch compiler: stencil selection, layout and
+//! patching (`compile`), the patcher (`patch`), executable memory
+//! (`jitmem`), the C run-time protocol (`glue`), and disassembly (`disasm`).
+
+pub mod compile;
+pub mod disasm;
+pub mod glue;
+pub mod jitmem;
+pub mod patch;
