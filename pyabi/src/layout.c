@@ -5,6 +5,7 @@
 #include "pycore_interpframe_structs.h"
 #include "pycore_stackref.h"
 #include "pycore_code.h"
+#include "pycore_ceval.h"
 #include "opcode.h"
 
 #if PY_VERSION_HEX < 0x030E0000 || PY_VERSION_HEX >= 0x030F0000
@@ -34,6 +35,9 @@ const struct ember_layout_entry ember_layout_3_14[] = {
     FIELD(PyCodeObject, co_names),
     FIELD(PyCodeObject, co_localsplusnames),
     FIELD(PyCodeObject, co_flags),
+    FIELD(PyCodeObject, _co_instrumentation_version),
+    FIELD(PyThreadState, eval_breaker),
+    { "_PY_EVAL_EVENTS_MASK", _PY_EVAL_EVENTS_MASK },
     { "NB_OPARG_LAST", NB_OPARG_LAST },
     { "sizeof(_PyStackRef)", sizeof(_PyStackRef) },
     { "Py_TAG_BITS", Py_TAG_BITS },

@@ -60,6 +60,12 @@ pub const CODE_CO_CONSTS: usize = 24;
 pub const CODE_CO_NAMES: usize = 32;
 pub const CODE_CO_LOCALSPLUSNAMES: usize = 96;
 pub const CODE_CO_FLAGS: usize = 48;
+/// Instrumentation version the code was last instrumented for.
+pub const CODE_CO_INSTRUMENTATION_VERSION: usize = 168;
+/// `PyThreadState.eval_breaker`: pending-event bits below, the interpreter's
+/// instrumentation version above `PY_EVAL_EVENTS_MASK`.
+pub const TSTATE_EVAL_BREAKER: usize = 24;
+pub const PY_EVAL_EVENTS_MASK: usize = 0xff;
 /// Highest `BINARY_OP` oparg (`_PyEval_BinaryOps` has one more entry).
 pub const NB_OPARG_LAST: usize = 26;
 
@@ -106,6 +112,9 @@ pub(crate) fn expected() -> Vec<(&'static str, usize)> {
         ("PyCodeObject.co_names", CODE_CO_NAMES),
         ("PyCodeObject.co_localsplusnames", CODE_CO_LOCALSPLUSNAMES),
         ("PyCodeObject.co_flags", CODE_CO_FLAGS),
+        ("PyCodeObject._co_instrumentation_version", CODE_CO_INSTRUMENTATION_VERSION),
+        ("PyThreadState.eval_breaker", TSTATE_EVAL_BREAKER),
+        ("_PY_EVAL_EVENTS_MASK", PY_EVAL_EVENTS_MASK),
         ("NB_OPARG_LAST", NB_OPARG_LAST),
         ("sizeof(_PyStackRef)", size_of::<StackRef>()),
         ("Py_TAG_BITS", PY_TAG_BITS),

@@ -46,6 +46,9 @@ pub unsafe extern "C" fn ember_eval_frame(
         if rec.compiled.is_none() && rec.refusal.is_none() && wants_tier1(rec, &st.settings) {
             jit::compile_tier1(code, rec);
         }
+        if rec.compiled.is_some() && jit::code_version(code) != rec.compiled_version {
+            jit::retire(rec);
+        }
         if let Some(c) = rec.compiled.as_deref() {
             let index = (*frame).instr_ptr.offset_from(start) as usize;
             if let Some(entry) = c.entry(index) {

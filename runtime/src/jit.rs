@@ -78,11 +78,28 @@ unsafe fn tuple_items(t: *mut ffi::PyObject) -> Vec<u64> {
     (0..n.max(0)).map(|i| ffi::PyTuple_GetItem(t, i) as u64).collect()
 }
 
-/// Compile `code` at tier 1 and attach the result (or the refusal) to its record.
+/// The interpreter's current instrumentation version, as `tstate` sees it.
+pub unsafe fn instrumentation_version(tstate: *mut c_void) -> u64 {
+    let breaker = *((tstate as *const u8).add(abi::TSTATE_EVAL_BREAKER) as *const usize);
+    (breaker & !abi::PY_EVAL_EVENTS_MASK) as u64
+}
+
+/// The version a code object was last instrumented (or checked) for.
+pub unsafe fn code_version(code: *mut ffi::PyObject) -> u64 {
+    field::<usize>(code, abi::CODE_CO_INSTRUMENTATION_VERSION) as u64
+}
+
+/// Compile `code` at tier 1 and attach the result (or the refusal) to its
+/// record. Code the interpreter has not yet brought up to the current
+/// instrumentation version is left for later (no refusal recorded).
 ///
 /// # Safety
 /// GIL held; `rec` is `code`'s record.
 pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
+    let version = instrumentation_version(ffi::PyThreadState_Get() as *mut c_void);
+    if code_version(code) != version {
+        return;
+    }
     let start = Instant::now();
     let n_units = ffi::Py_SIZE(code) as usize;
     let bytecode_ptr = (code as *mut u8).add(abi::CODE_CO_CODE_ADAPTIVE) as *const u16;
@@ -96,6 +113,7 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
         consts: &consts,
         names: &names,
         localsplusnames: &lpnames,
+        instrumentation_version: version,
     };
     let result = compile::compile(&info, &PyResolver);
     let elapsed = start.elapsed().as_nanos() as u64;
@@ -108,12 +126,24 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
             totals.instructions += c.n_instructions as u64;
             rec.compile_ns = elapsed;
             rec.profile.tier = Some(Tier::Baseline);
+            rec.compiled_version = version;
             rec.compiled = Some(Box::new(c));
         }
         Err(why) => {
             *totals.refused.get_or_insert_with(HashMap::new).entry(refusal_key(&why)).or_default() += 1;
             rec.refusal = Some(why);
         }
+    }
+}
+
+/// Monitoring or tracing re-instrumented `code` since it was compiled: stop
+/// entering its compiled code (frames still running it hand themselves to
+/// the interpreter at their next check) and allow a recompile once the code
+/// is clean again.
+pub fn retire(rec: &mut CodeRecord) {
+    if let Some(c) = rec.compiled.take() {
+        rec.retired.push(c);
+        rec.profile.tier = Some(Tier::Interpreter);
     }
 }
 

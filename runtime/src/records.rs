@@ -25,6 +25,11 @@ pub struct CodeRecord {
     /// Why tier 1 would not compile this code object.
     pub refusal: Option<ember_tier1::compile::Refusal>,
     pub compile_ns: u64,
+    /// Instrumentation version `compiled` is valid for.
+    pub compiled_version: u64,
+    /// Compiled code replaced after re-instrumentation; kept until the code
+    /// object dies, since frames may still be running it.
+    pub retired: Vec<Box<ember_tier1::compile::Compiled>>,
     /// Position in `State::records`, for O(1) removal.
     registry_index: usize,
 }
@@ -90,6 +95,8 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         compiled: None,
         refusal: None,
         compile_ns: 0,
+        compiled_version: 0,
+        retired: Vec::new(),
         registry_index: st.records.len(),
     }));
     if ffi::PyUnstable_Code_SetExtra(code, st.extra_index, rec as *mut c_void) != 0 {

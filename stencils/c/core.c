@@ -45,18 +45,23 @@ EMBER_STENCIL(NOP)
     CONTINUE();
 }
 
+/* OPERAND0: the instrumentation version the code was compiled for. When
+ * monitoring or tracing changed it, the interpreter runs this frame from
+ * here (its RESUME instruments the code). */
 EMBER_STENCIL(RESUME)
 {
-    if (UNLIKELY(ember_instrumentation_changed(tstate, (PyCodeObject *)OPERAND0))) {
-        SET_IP();
-        DEOPT();
-    }
-    /* Periodic check except right after a yield-from/await resumption,
-     * as the interpreter does. */
-    if ((OPARG & RESUME_OPARG_LOCATION_MASK) < RESUME_AFTER_YIELD_FROM && ember_breaker_set(tstate)) {
-        ESCAPE();
-        if (ember_handle_pending(tstate) < 0) {
-            ERROR();
+    if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0))) {
+        if (ember_instrumentation_changed(tstate, OPERAND0)) {
+            SET_IP();
+            DEOPT();
+        }
+        /* Periodic check, except right after a yield-from/await resumption,
+         * as the interpreter does. */
+        if ((OPARG & RESUME_OPARG_LOCATION_MASK) < RESUME_AFTER_YIELD_FROM) {
+            ESCAPE();
+            if (ember_handle_pending(tstate) < 0) {
+                ERROR();
+            }
         }
     }
     CONTINUE();
@@ -236,12 +241,12 @@ EMBER_STENCIL(JUMP_FORWARD)
     JUMP();
 }
 
-/* OPERAND0: the code object. The jump target's instruction is
- * OPERAND1, where the interpreter takes over if instrumentation changed. */
+/* OPERAND0: the instrumentation version compiled for; OPERAND1: the jump
+ * target's instruction, where the interpreter takes over if it changed. */
 EMBER_STENCIL(JUMP_BACKWARD)
 {
-    if (UNLIKELY(ember_breaker_set(tstate))) {
-        if (ember_instrumentation_changed(tstate, (PyCodeObject *)OPERAND0)) {
+    if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0))) {
+        if (ember_instrumentation_changed(tstate, OPERAND0)) {
             frame->instr_ptr = (_Py_CODEUNIT *)OPERAND1;
             DEOPT();
         }
@@ -249,10 +254,6 @@ EMBER_STENCIL(JUMP_BACKWARD)
         if (ember_handle_pending(tstate) < 0) {
             ERROR();
         }
-    }
-    else if (UNLIKELY(ember_instrumentation_changed(tstate, (PyCodeObject *)OPERAND0))) {
-        frame->instr_ptr = (_Py_CODEUNIT *)OPERAND1;
-        DEOPT();
     }
     JUMP();
 }

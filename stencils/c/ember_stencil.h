@@ -94,19 +94,19 @@ PyObject *ember_call(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, i
 PyObject *ember_build_tuple(_PyStackRef *items, int n);
 PyObject *ember_build_list(_PyStackRef *items, int n);
 
-/* The interpreter's eval-breaker test, and the instrumentation version a
- * compiled code object was made for (monitoring switched on changes it). */
+/* The eval breaker holds pending-event bits below _PY_EVAL_EVENTS_MASK and
+ * the interpreter's instrumentation version above it. Compiled code is valid
+ * for one version (an operand): equal to it means nothing to do. */
 static inline __attribute__((always_inline)) int
-ember_breaker_set(PyThreadState *tstate)
+ember_breaker_differs(PyThreadState *tstate, uintptr_t version)
 {
-    return (_Py_atomic_load_uintptr_relaxed(&tstate->eval_breaker) & _PY_EVAL_EVENTS_MASK) != 0;
+    return _Py_atomic_load_uintptr_relaxed(&tstate->eval_breaker) != version;
 }
 
 static inline __attribute__((always_inline)) int
-ember_instrumentation_changed(PyThreadState *tstate, PyCodeObject *code)
+ember_instrumentation_changed(PyThreadState *tstate, uintptr_t version)
 {
-    uintptr_t global = _Py_atomic_load_uintptr_relaxed(&tstate->eval_breaker) & ~_PY_EVAL_EVENTS_MASK;
-    return global != code->_co_instrumentation_version;
+    return (_Py_atomic_load_uintptr_relaxed(&tstate->eval_breaker) & ~(uintptr_t)_PY_EVAL_EVENTS_MASK) != version;
 }
 
 #endif /* EMBER_STENCIL_H */

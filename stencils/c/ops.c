@@ -373,6 +373,23 @@ EMBER_STENCIL(POP_ITER)
     CONTINUE();
 }
 
+/* After a call, as the interpreter does: handle pending events, and if the
+ * call switched monitoring or tracing on, continue in the interpreter.
+ * OPERAND0: the instrumentation version compiled for. */
+#define AFTER_CALL()                                                  \
+    do {                                                              \
+        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0))) {      \
+            if (ember_instrumentation_changed(tstate, OPERAND0)) {    \
+                frame->instr_ptr = NEXT_INSTR;                        \
+                DEOPT();                                              \
+            }                                                         \
+            SYNC_SP();                                                \
+            if (ember_handle_pending(tstate) < 0) {                   \
+                ERROR();                                              \
+            }                                                         \
+        }                                                             \
+    } while (0)
+
 /* (callable, self_or_null, args[oparg] -- res) */
 EMBER_STENCIL(CALL)
 {
@@ -386,6 +403,7 @@ EMBER_STENCIL(CALL)
     }
     stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
     stack_pointer++;
+    AFTER_CALL();
     CONTINUE();
 }
 
@@ -402,6 +420,7 @@ EMBER_STENCIL(CALL_KW)
     }
     stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
     stack_pointer++;
+    AFTER_CALL();
     CONTINUE();
 }
 

@@ -741,7 +741,10 @@ def show_value(v) -> str:
     return STATE_TEXT.get(v, str(v))
 
 
-def print_diffs(label: str, diffs: list[Diff], confirm: dict | None, baseline: dict | None) -> None:
+def print_diffs(label: str, diffs: list[Diff], confirm: dict | None, baseline: dict | None,
+                out_file: Path, per_module: int = 10) -> None:
+    """Log the differences (at most `per_module` testcases per module and
+    category) and write all of them to out_file."""
     def line(d: Diff) -> str:
         text = f"  {d.name}: stock {show_value(d.stock)}, {label} {show_value(d.other)}"
         if d.kind == "case":
@@ -758,19 +761,29 @@ def print_diffs(label: str, diffs: list[Diff], confirm: dict | None, baseline: d
             text += f"\n      {d.detail[:300]}"
         return text
 
-    mods = [d for d in diffs if d.kind == "module"]
     cases = [d for d in diffs if d.kind == "case"]
+    full = []
     for title, items in (
-        ("test modules whose state differs", mods),
+        ("test modules whose state differs", [d for d in diffs if d.kind == "module"]),
         (f"testcases failing only under {label}", [d for d in cases if not isinstance(d.stock, tuple)]),
         ("testcases failing only under stock", [d for d in cases if not isinstance(d.other, tuple)]),
         ("testcases failing differently", [d for d in cases if isinstance(d.stock, tuple)
                                            and isinstance(d.other, tuple)]),
     ):
-        if items:
-            log(f"{title} ({len(items)}):")
-            for d in items:
+        if not items:
+            continue
+        log(f"{title} ({len(items)}):")
+        full.append(f"{title} ({len(items)}):")
+        shown: dict = {}
+        for d in items:
+            full.append(line(d))
+            n = shown[d.module] = shown.get(d.module, 0) + 1
+            if d.kind == "module" or n <= per_module:
                 log(line(d))
+        for module, n in shown.items():
+            if n > per_module:
+                log(f"  ... and {n - per_module} more in {module} (all in {rel(out_file)})")
+    out_file.write_text("\n".join(full) + "\n", encoding="utf-8")
 
 
 def confirm_diffs(python, run_dir, config, base_env, env, diffs, options) -> dict:
@@ -1046,8 +1059,9 @@ def main(argv=None) -> int:
                 log(f"note: {note}")
             if diffs:
                 log(f"DIFFERENCES between stock and {config.name}: {len(diffs)}")
-                print_diffs(config.name, diffs,
-                            confirm, baseline if config.kind == "ember" else None)
+                print_diffs(config.name, diffs, confirm,
+                            baseline if config.kind == "ember" else None,
+                            run_dir / f"differences-{config.name}.txt")
             else:
                 log(f"no difference between stock and {config.name}")
             counted = [d for d in diffs

@@ -40,7 +40,8 @@ STOCK = Config("stock", {})
 
 #: Every configuration a snippet must behave identically under.
 EMBER_CONFIGS: list[Config] = [
-    Config("tier0", {"EMBER": "1"}),
+    Config("tier0", {"EMBER": "1", "EMBER_MAX_TIER": "0"}),
+    Config("tier1-eager", {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "0"}),
 ]
 
 #: Same seed in every run, so that set and dict-of-str orders agree.

@@ -17,8 +17,12 @@ import pytest
 import ember
 
 GLOBAL_KEYS = {"frames", "code_objects_seen", "code_objects_freed", "code_objects_live",
-               "code_objects_by_tier"}
-FUNCTION_KEYS = {"qualname", "filename", "firstlineno", "calls", "resumes", "tier", "pinned"}
+               "code_objects_by_tier", "tier1"}
+TIER1_GLOBAL_KEYS = {"compiled", "compile_ns", "code_bytes", "instructions", "mapped_bytes", "refused"}
+FUNCTION_KEYS = {"qualname", "filename", "firstlineno", "calls", "resumes", "tier", "pinned",
+                 "interpreter_reason"}
+# Present only on functions compiled at tier 1.
+TIER1_FUNCTION_KEYS = {"code_bytes", "total_bytes", "instructions", "compile_ns", "address"}
 
 
 def entry(func):
@@ -103,12 +107,16 @@ def test_stats_structure(ember_on):
     assert s["ember_version"] == ember.__version__
     g = s["global"]
     assert set(g) == GLOBAL_KEYS
+    assert set(g["tier1"]) == TIER1_GLOBAL_KEYS
     assert set(g["code_objects_by_tier"]) == {"0", "1", "2"}
     assert sum(g["code_objects_by_tier"].values()) == g["code_objects_live"] == len(s["functions"])
     assert g["code_objects_seen"] - g["code_objects_freed"] == g["code_objects_live"]
     assert g["frames"] >= sum(f["calls"] + f["resumes"] for f in s["functions"])
     for f in s["functions"]:
-        assert set(f) == FUNCTION_KEYS
+        assert set(f) - {"tier1"} == FUNCTION_KEYS
+        assert ("tier1" in f) == (f["tier"] == 1)
+        if "tier1" in f:
+            assert set(f["tier1"]) == TIER1_FUNCTION_KEYS
         assert isinstance(f["qualname"], str) and isinstance(f["filename"], str)
         assert all(isinstance(f[k], int) and f[k] >= 0
                    for k in ("firstlineno", "calls", "resumes", "tier"))
@@ -119,7 +127,7 @@ def test_stats_structure(ember_on):
         "qualname": "test_stats_structure.<locals>.probe",
         "filename": __file__,
         "firstlineno": probe.__code__.co_firstlineno,
-        "calls": 1, "resumes": 0, "tier": 0, "pinned": None,
+        "calls": 1, "resumes": 0, "tier": 0, "pinned": None, "interpreter_reason": None,
     }
     assert json.loads(json.dumps(s)) == s
 

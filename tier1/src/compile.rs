@@ -28,6 +28,9 @@ pub struct CodeInfo<'a> {
     pub consts: &'a [u64],
     pub names: &'a [u64],
     pub localsplusnames: &'a [u64],
+    /// The interpreter's instrumentation version the code is compiled for
+    /// (its bytecode is uninstrumented at that version).
+    pub instrumentation_version: u64,
 }
 
 /// Values that come from the running CPython.
@@ -243,7 +246,7 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
         let instr_addr = |idx: usize| info.bytecode_addr + 2 * idx as u64;
         let (mut operand0, mut operand1) = (None, None);
         match base {
-            "RESUME" => operand0 = Some(info.code_object),
+            "RESUME" | "CALL" | "CALL_KW" => operand0 = Some(info.instrumentation_version),
             "LOAD_FAST_CHECK" | "DELETE_FAST" => operand0 = Some(name(oparg, info.localsplusnames)?),
             "LOAD_CONST" => operand0 = Some(name(oparg, info.consts)?),
             "LOAD_SMALL_INT" => {
@@ -256,7 +259,7 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
             "LOAD_GLOBAL" | "LOAD_ATTR" => operand0 = Some(name(oparg >> 1, info.names)?),
             "STORE_ATTR" => operand0 = Some(name(oparg, info.names)?),
             "JUMP_BACKWARD" => {
-                operand0 = Some(info.code_object);
+                operand0 = Some(info.instrumentation_version);
                 operand1 = Some(instr_addr(instr.next.wrapping_sub(oparg as usize)));
             }
             _ => {}
