@@ -326,3 +326,9 @@ EMBER_STENCIL(END_FOR)
     PyStackRef_CLOSE(value);
     CONTINUE();
 }
+
+/* A back edge without the periodic check (inside `yield from`/`await`). */
+EMBER_STENCIL(JUMP_BACKWARD_NO_INTERRUPT)
+{
+    JUMP();
+}

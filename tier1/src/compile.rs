@@ -16,6 +16,7 @@ use ember_pyabi::opcodes;
 use ember_stencils::{Hole, HoleValue, RelocKind, Stencil};
 
 use crate::jitmem::{Executable, Writable};
+use crate::operands::{self, JumpTo};
 use crate::patch;
 
 /// What the compiler needs of a code object, gathered by the runtime under
@@ -105,7 +106,7 @@ pub fn decode(bytecode: &[u16]) -> Result<Vec<Instr>, Refusal> {
     Ok(out)
 }
 
-fn name_of(op: u8) -> &'static str {
+pub(crate) fn name_of(op: u8) -> &'static str {
     opcodes::name(op).unwrap_or("<unknown>")
 }
 
@@ -121,41 +122,6 @@ pub fn select(instr: &Instr) -> Option<&'static Stencil> {
         return ember_stencils::lookup(a);
     }
     ember_stencils::lookup(name_of(instr.opcode)).or_else(|| ember_stencils::lookup(base))
-}
-
-/// Where an instruction's JUMP hole goes.
-enum JumpTo {
-    Instr(usize),
-    ReraiseExit,
-    None,
-}
-
-fn jump_of(instr: &Instr) -> JumpTo {
-    match name_of(instr.base) {
-        "JUMP_FORWARD" | "POP_JUMP_IF_FALSE" | "POP_JUMP_IF_TRUE" | "POP_JUMP_IF_NONE"
-        | "POP_JUMP_IF_NOT_NONE" => JumpTo::Instr(instr.next + instr.oparg as usize),
-        "JUMP_BACKWARD" | "JUMP_BACKWARD_NO_INTERRUPT" => {
-            JumpTo::Instr(instr.next.wrapping_sub(instr.oparg as usize))
-        }
-        // Exhausted: past the END_FOR at the target, to the POP_ITER.
-        "FOR_ITER" => JumpTo::Instr(instr.next + instr.oparg as usize + 1),
-        "RAISE_VARARGS" => JumpTo::ReraiseExit,
-        _ => JumpTo::None,
-    }
-}
-
-/// Outcome bits of `COMPARE_OP_INT` (stencils/c/ops.c): 1 less, 2 greater,
-/// 8 equal; the mask says which outcomes make the comparison true.
-fn compare_mask(op: u32) -> Option<u64> {
-    Some(match op {
-        0 => 1,     // <
-        1 => 1 | 8, // <=
-        2 => 8,     // ==
-        3 => 1 | 2, // !=
-        4 => 2,     // >
-        5 => 2 | 8, // >=
-        _ => return None,
-    })
 }
 
 /// A stencil placed in the output, with what its holes resolve to.
@@ -238,33 +204,9 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
 
     for (k, instr) in instrs.iter().enumerate() {
         let stencil = select(instr).ok_or(Refusal::Unsupported(name_of(instr.base)))?;
-        let oparg = instr.oparg;
         let base = name_of(instr.base);
-        let name = |i: u32, table: &[u64]| {
-            table.get(i as usize).copied().ok_or_else(|| Refusal::Malformed(format!("{base} oparg {i} out of range")))
-        };
-        let instr_addr = |idx: usize| info.bytecode_addr + 2 * idx as u64;
-        let (mut operand0, mut operand1) = (None, None);
-        match base {
-            "RESUME" | "CALL" | "CALL_KW" => operand0 = Some(info.instrumentation_version),
-            "LOAD_FAST_CHECK" | "DELETE_FAST" => operand0 = Some(name(oparg, info.localsplusnames)?),
-            "LOAD_CONST" => operand0 = Some(name(oparg, info.consts)?),
-            "LOAD_SMALL_INT" => {
-                operand0 = Some(resolver.small_int(oparg).ok_or_else(|| Refusal::Malformed("small int".into()))?)
-            }
-            "BINARY_OP" => {
-                operand0 = Some(resolver.binary_op(oparg).ok_or_else(|| Refusal::Malformed("binary op".into()))?)
-            }
-            "COMPARE_OP" => operand1 = compare_mask(oparg >> 5),
-            "LOAD_GLOBAL" | "LOAD_ATTR" => operand0 = Some(name(oparg >> 1, info.names)?),
-            "STORE_ATTR" => operand0 = Some(name(oparg, info.names)?),
-            "JUMP_BACKWARD" => {
-                operand0 = Some(info.instrumentation_version);
-                operand1 = Some(instr_addr(instr.next.wrapping_sub(oparg as usize)));
-            }
-            _ => {}
-        }
-        let jump = match jump_of(instr) {
+        let (operand0, operand1) = operands::operands(instr, base, info, resolver)?;
+        let jump = match operands::jump(instr, base) {
             JumpTo::Instr(t) if t < n_units => Some(Target::Instr(t)),
             JumpTo::Instr(t) => return Err(Refusal::Malformed(format!("{base} jumps to {t}"))),
             JumpTo::ReraiseExit => Some(Target::ReraiseExit),

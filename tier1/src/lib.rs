@@ -6,4 +6,5 @@ pub mod compile;
 pub mod disasm;
 pub mod glue;
 pub mod jitmem;
+pub mod operands;
 pub mod patch;
