@@ -22,6 +22,11 @@ pub struct Settings {
     pub tier1_threshold: u64,
     /// Highest tier the automatic policy uses (0: count only).
     pub max_tier: Tier,
+    /// Executable memory compiled code may occupy; past it, compilation waits
+    /// until code objects die and free theirs.
+    pub code_limit: usize,
+    /// Write /tmp/perf-<pid>.map entries for compiled code.
+    pub perf_map: bool,
 }
 
 /// Per-process tier-1 totals.
@@ -100,6 +105,11 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
     if code_version(code) != version {
         return;
     }
+    if ember_tier1::jitmem::mapped_bytes() >= state().settings.code_limit {
+        // Not a refusal of this code: it may compile once memory is freed.
+        *state().tier1.refused.get_or_insert_with(HashMap::new).entry("code memory limit".into()).or_default() += 1;
+        return;
+    }
     let start = Instant::now();
     let n_units = ffi::Py_SIZE(code) as usize;
     let bytecode_ptr = (code as *mut u8).add(abi::CODE_CO_CODE_ADAPTIVE) as *const u16;
@@ -127,6 +137,9 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
             rec.compile_ns = elapsed;
             rec.profile.tier = Some(Tier::Baseline);
             rec.compiled_version = version;
+            if state().settings.perf_map {
+                perf_map_add(code, &c);
+            }
             rec.compiled = Some(Box::new(c));
         }
         Err(why) => {
@@ -153,5 +166,30 @@ pub fn refusal_key(r: &Refusal) -> String {
         Refusal::Malformed(_) => "malformed".into(),
         Refusal::Memory(_) => "memory".into(),
         other => other.to_string(),
+    }
+}
+
+/// Append a line for `c` to /tmp/perf-<pid>.map, the format Linux perf reads
+/// for JIT code: `START SIZE NAME`, hexadecimal without 0x. Opened per
+/// process id, so a forked child writes its own map.
+unsafe fn perf_map_add(code: *mut ffi::PyObject, c: &ember_tier1::compile::Compiled) {
+    use std::io::Write;
+    let qualname = {
+        let q = ffi::PyObject_GetAttrString(code, c"co_qualname".as_ptr());
+        let name = if q.is_null() { std::ptr::null() } else { ffi::PyUnicode_AsUTF8(q) };
+        let s = if name.is_null() {
+            ffi::PyErr_Clear();
+            "?".to_string()
+        } else {
+            core::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+        };
+        if !q.is_null() {
+            ffi::Py_DecRef(q);
+        }
+        s
+    };
+    let path = format!("/tmp/perf-{}.map", std::process::id());
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+        let _ = writeln!(f, "{:x} {:x} py::{}:ember-t1", c.addr(), c.code_bytes, qualname);
     }
 }

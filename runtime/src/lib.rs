@@ -236,7 +236,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
 
 /// Compilation settings (validated by the Python layer).
 #[pyfunction]
-fn _configure(tier1_threshold: u64, max_tier: i64) -> PyResult<()> {
+fn _configure(tier1_threshold: u64, max_tier: i64, code_limit: usize, perf_map: bool) -> PyResult<()> {
     let max_tier = Tier::from_number(max_tier)
         .filter(|t| *t <= MAX_AVAILABLE_TIER)
         .ok_or_else(|| PyValueError::new_err(format!("max tier must be 0..={MAX_AVAILABLE_TIER}")))?;
@@ -244,6 +244,8 @@ fn _configure(tier1_threshold: u64, max_tier: i64) -> PyResult<()> {
         let st = state();
         st.settings.tier1_threshold = tier1_threshold;
         st.settings.max_tier = max_tier;
+        st.settings.code_limit = code_limit;
+        st.settings.perf_map = perf_map;
     }
     Ok(())
 }
@@ -283,6 +285,41 @@ fn _tier1_code<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<Py
         }
         (bytes, c.addr(), map).into_py_any(py)
     }
+}
+
+/// Disassembly of a code object's tier-1 code: a list of (bytecode index,
+/// stencil, [(address, bytes, text)]) per instruction, then ("exits", ...)
+/// for the shared exits; None when it has no tier-1 code.
+#[pyfunction]
+fn _tier1_disassemble<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<PyAny>> {
+    let code = as_code(code)?;
+    let c = unsafe {
+        let rec = records::lookup(code, state().extra_index);
+        match (!rec.is_null()).then(|| (*rec).compiled.as_deref()).flatten() {
+            Some(c) => c,
+            None => return Ok(py.None()),
+        }
+    };
+    let bytes = c.machine_code();
+    let isa = ember_tier1::disasm::Isa::host();
+    // Stencils in layout order, then the shared exits as one block.
+    let mut blocks: Vec<(Py<PyAny>, &str, usize)> = Vec::new();
+    for &(index, off, name) in &c.map {
+        blocks.push((index.into_py_any(py)?, name, off));
+    }
+    blocks.sort_by_key(|b| b.2);
+    blocks.push(("exits".into_py_any(py)?, "ERROR_EXIT, RERAISE_EXIT, DEOPT_EXIT", c.exits_offset));
+    let out = PyList::empty(py);
+    for i in 0..blocks.len() {
+        let start = blocks[i].2;
+        let end = blocks.get(i + 1).map_or(bytes.len(), |b| b.2);
+        let lines = PyList::empty(py);
+        for (addr, raw, text) in ember_tier1::disasm::disassemble(isa, &bytes[start..end], c.addr() + start as u64) {
+            lines.append((addr, pyo3::types::PyBytes::new(py, &raw), text))?;
+        }
+        out.append((blocks[i].0.clone_ref(py), blocks[i].1, lines))?;
+    }
+    out.into_py_any(py)
 }
 
 /// Forget every counter (records stay attached to their code objects).
@@ -330,5 +367,6 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_configure, m)?)?;
     m.add_function(wrap_pyfunction!(_compile, m)?)?;
     m.add_function(wrap_pyfunction!(_tier1_code, m)?)?;
+    m.add_function(wrap_pyfunction!(_tier1_disassemble, m)?)?;
     Ok(())
 }

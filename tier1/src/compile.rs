@@ -151,6 +151,8 @@ pub struct Compiled {
     /// Bytes of machine code (stencils and exits, without data or tables).
     pub code_bytes: usize,
     pub n_instructions: usize,
+    /// Where the shared exits (ERROR_EXIT, RERAISE_EXIT, DEOPT_EXIT) start.
+    pub exits_offset: usize,
     /// (bytecode index, code offset, stencil name) per instruction, for `ember.dis`.
     pub map: Vec<(usize, usize, &'static str)>,
 }
@@ -374,5 +376,6 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
         .map(|i| (i.index, placed[index_to_slot[i.index]].code_off, placed[index_to_slot[i.index]].stencil.name))
         .collect();
     let mem = mem.finish().map_err(|e| Refusal::Memory(e.to_string()))?;
-    Ok(Compiled { mem, entry_table_off: table_off, n_units, code_bytes, n_instructions: instrs.len(), map })
+    let exits_offset = placed[first_exit].code_off;
+    Ok(Compiled { mem, entry_table_off: table_off, n_units, code_bytes, n_instructions: instrs.len(), exits_offset, map })
 }

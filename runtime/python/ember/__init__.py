@@ -21,8 +21,10 @@ from . import _ember
 
 __all__ = [
     "ConfigError",
+    "dis",
     "disable",
     "enable",
+    "is_compiled",
     "is_enabled",
     "pin",
     "stats",
@@ -52,7 +54,7 @@ def enable() -> None:
     is invalid.
     """
     cfg = _config.from_environ()
-    _ember._configure(cfg.tier1_threshold, cfg.max_tier)
+    _ember._configure(cfg.tier1_threshold, cfg.max_tier, cfg.code_limit_mb << 20, cfg.perf_map)
     _ember._enable()
     if cfg.stats_path:
         _write_stats_at_exit(cfg.stats_path)
@@ -136,6 +138,37 @@ def unpin(func) -> None:
 def tier_of(func) -> int:
     """The tier the function's code runs at now (0: the interpreter)."""
     return _ember._code_info(_code_of(func, "tier_of()"))[0]
+
+
+def is_compiled(func) -> bool:
+    """True when the function's code has compiled code it runs in (tier 1 or 2)."""
+    return _ember._code_info(_code_of(func, "is_compiled()"))[0] > 0
+
+
+def dis(func, file=None) -> None:
+    """Print the function's tier-1 machine code, each stencil under the
+    bytecode instruction it implements (offsets as the `dis` module shows)."""
+    import dis as _dis
+
+    code = _code_of(func, "dis()")
+    out = sys.stdout if file is None else file
+    blocks = _ember._tier1_disassemble(code)
+    if blocks is None:
+        print(f"{code.co_qualname} has no compiled code (tier {tier_of(code)})", file=out)
+        return
+    instrs = {i.offset: i for i in _dis.get_instructions(code, adaptive=True)}
+    size = sum(len(raw) for _, _, lines in blocks for _, raw, _ in lines)
+    print(f"tier-1 code of {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}), "
+          f"{size} bytes", file=out)
+    for index, stencil, lines in blocks:
+        if index == "exits":
+            print(f"\n  shared exits: {stencil}", file=out)
+        else:
+            ins = instrs.get(2 * index)
+            what = f"{ins.opname} {ins.argrepr}".rstrip() if ins else "?"
+            print(f"\n  {2 * index:>5} {what}    [stencil {stencil}]", file=out)
+        for addr, raw, text in lines:
+            print(f"    {addr:#x}  {raw.hex(' '):<30} {text}", file=out)
 
 
 def stats() -> dict:

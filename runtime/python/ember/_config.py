@@ -51,12 +51,13 @@ def _tier(name: str, value: str) -> int:
 #: Defaults of the compilation settings.
 DEFAULT_TIER1_THRESHOLD = 8
 DEFAULT_MAX_TIER = 1
+DEFAULT_CODE_LIMIT_MB = 512
 
 
 class Config:
     # A plain class, not a dataclass: importing dataclasses would more than
     # double the time `import ember` adds to the start-up of every EMBER=1 process.
-    __slots__ = ("enabled", "stats_path", "tier1_threshold", "max_tier", "raw")
+    __slots__ = ("enabled", "stats_path", "tier1_threshold", "max_tier", "code_limit_mb", "perf_map", "raw")
 
     def __init__(self, enabled: bool = False, stats_path: str | None = None,
                  raw: dict | None = None):
@@ -64,6 +65,8 @@ class Config:
         self.stats_path = stats_path
         self.tier1_threshold = DEFAULT_TIER1_THRESHOLD
         self.max_tier = DEFAULT_MAX_TIER
+        self.code_limit_mb = DEFAULT_CODE_LIMIT_MB
+        self.perf_map = False
         # Raw values, for the stats header.
         self.raw = {} if raw is None else raw
 
@@ -87,6 +90,10 @@ VARIABLES = {
                               f"calls before a function is compiled at tier 1; 0 compiles at the first call (default {DEFAULT_TIER1_THRESHOLD})"),
     "EMBER_MAX_TIER": (_tier, "max_tier",
                        f"highest tier the automatic policy compiles to; 0 only counts (default {DEFAULT_MAX_TIER})"),
+    "EMBER_CODE_LIMIT_MB": (_count, "code_limit_mb",
+                            f"executable memory compiled code may use, in MiB; when reached, new code "
+                            f"stays in the interpreter until compiled code is freed (default {DEFAULT_CODE_LIMIT_MB})"),
+    "EMBER_PERF_MAP": (_flag, "perf_map", "1 writes /tmp/perf-<pid>.map so that Linux perf names compiled functions"),
     "EMBER_STATS": (_path, "stats_path", "write ember.stats() as JSON to this path at exit; {pid} becomes the id of the process that writes it"),
 }
 
