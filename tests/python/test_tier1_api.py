@@ -32,7 +32,7 @@ def test_pin_to_tier1_compiles_and_runs(ember_on):
     # do), the interpreter must run a code object once before it compiles.
     assert add(2, 3) == 5 and add(3, 4) == 7
     assert ember.is_compiled(add) and ember.tier_of(add) == 1
-    entry = next(f for f in ember.stats()["functions"] if f["qualname"].endswith("add"))
+    entry = next(f for f in ember.stats()["functions"] if f["qualname"] == add.__qualname__)
     assert entry["tier"] == 1 and entry["tier1"]["code_bytes"] > 0 and entry["interpreter_reason"] is None
     ember.unpin(add)
 
