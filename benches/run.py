@@ -91,7 +91,7 @@ def load_benchmarks(names: list[str]) -> list[Bench]:
                 missing.append(dist)
         if missing:
             problems.append(f"benchmark {name!r} needs packages that are not installed: {', '.join(missing)} "
-                            "(add them to dev/recipe/venv.txt)")
+                            "(add them to dev/recipe/venv-amd64.txt)")
             continue
         out.append(Bench(b.name, b.runscript, b.extra_opts))
     if problems:
@@ -869,7 +869,7 @@ def report(out: str, runners: list, meta: dict) -> None:
         try:
             chart(os.path.join(out, "chart.png"), panels, configs)
         except ImportError as e:
-            print(f"run.py: no chart ({e}); add matplotlib to dev/recipe/venv.txt", file=sys.stderr)
+            print(f"run.py: no chart ({e}); add matplotlib to dev/recipe/venv-amd64.txt", file=sys.stderr)
     print("\n" + text)
     print(f"results in {out}")
 

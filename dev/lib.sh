@@ -32,7 +32,7 @@ chroot_dir() { echo "$EMBER_DEV_ENV_DIR/sid-$1"; }
 recipe_hash() {
     local arch=$1
     cat "$DEV_DIR/lib.sh" "$DEV_DIR/provision" "$DEV_DIR/recipe/$arch.apt" \
-        "$DEV_DIR/recipe/venv.txt" | sha256sum | cut -c1-16
+        "$DEV_DIR/recipe/venv-$arch.txt" | sha256sum | cut -c1-16
 }
 
 recipe_packages() { grep -v '^\s*#' "$DEV_DIR/recipe/$1.apt" | grep -v '^\s*$' | tr '\n' ' '; }
