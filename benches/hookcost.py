@@ -33,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "site"))
 
 import ebench  # noqa: E402
+import run  # noqa: E402
 from run import child_env  # noqa: E402
 
 LOOPS = {
@@ -171,10 +172,17 @@ def main() -> None:
     configs = [c for c in args.configs.split(",") if c]
     for c in configs:
         ebench.config(c)
-    if args.callgrind:
-        callgrind(configs, args.calls or 200_000, args.callgrind, args.top)
-    else:
-        timing(configs, args.calls or 5_000_000, args.runs)
+    build = run.snapshot_ember()  # the same Ember for every process, whatever happens to build/
+    print(f"ember: {run.fmt_build(build)}; workload: {args.workload}", flush=True)
+    try:
+        if args.callgrind:
+            callgrind(configs, args.calls or 200_000, args.callgrind, args.top)
+        else:
+            timing(configs, args.calls or 5_000_000, args.runs)
+    finally:
+        if run.EMBER_SNAPSHOT:
+            import shutil
+            shutil.rmtree(run.EMBER_SNAPSHOT, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,9 @@ def load_benchmarks(names: list[str]) -> list[Bench]:
     for name in names:
         b = by_name.get(name)
         if b is None:
-            close = [n for n in sorted(by_name) if name in n or n in name][:8]
+            import difflib
+
+            close = difflib.get_close_matches(name, sorted(by_name), n=6, cutoff=0.6)
             problems.append(f"unknown benchmark {name!r}" + (f" (did you mean: {', '.join(close)}?)" if close else ""))
             continue
         missing = []
@@ -208,9 +210,13 @@ def summarize_ember_stats(paths: list[str]) -> dict | None:
     if not rows:
         return None
     out = {"processes": len(rows)}
-    for key in rows[0]:
-        if isinstance(rows[0][key], int):
+    for key, value in rows[0].items():
+        if isinstance(value, int):
             out[key] = statistics.median(r.get(key, 0) for r in rows)
+        elif isinstance(value, dict) and key != "code_objects_by_tier":
+            for k2, v2 in value.items():  # e.g. tier1: {compiled, compile_ns, code_bytes, ...}
+                if isinstance(v2, int):
+                    out[f"{key}_{k2}"] = statistics.median(r.get(key, {}).get(k2, 0) for r in rows)
     for tier in sorted(rows[0].get("code_objects_by_tier", {})):
         out[f"tier{tier}"] = statistics.median(r["code_objects_by_tier"].get(tier, 0) for r in rows)
     return out
@@ -219,9 +225,13 @@ def summarize_ember_stats(paths: list[str]) -> dict | None:
 def fmt_ember_stats(s: dict | None) -> str:
     if not s:
         return "no EMBER_STATS file from any worker"
-    tiers = ", ".join(f"tier {k[4:]}: {v:g}" for k, v in s.items() if k.startswith("tier"))
-    return (f"{s['processes']} processes, median {s.get('code_objects_seen', 0):g} code objects seen "
-            f"({tiers}), {s.get('frames', 0):,.0f} frames")
+    tiers = ", ".join(f"tier {k[4:]}: {v:g}" for k, v in s.items() if re.fullmatch(r"tier\d+", k))
+    text = (f"{s['processes']} processes, median {s.get('code_objects_seen', 0):g} code objects seen "
+            f"(alive at exit: {tiers}), {s.get('frames', 0):,.0f} frames")
+    if "tier1_compiled" in s:
+        text += (f"; tier 1: {s['tier1_compiled']:g} compiled in {s.get('tier1_compile_ns', 0) / 1e6:.1f} ms, "
+                 f"{s.get('tier1_code_bytes', 0) / 1024:.0f} KiB")
+    return text
 
 
 # --- steady state ---------------------------------------------------------------
@@ -292,7 +302,7 @@ class Steady:
                         self.results.setdefault(b.get_name(), {}).setdefault(config, []).append((rnd, b))
                         for run in b.get_runs():
                             if run.values:
-                                per_value.append(statistics.mean(run.values) * run.get_loops())
+                                per_value.append(statistics.mean(run.values) * run.get_total_loops())
                     if per_value:
                         value_time[config] = statistics.median(per_value)
                     if loops is None and config == REFERENCE and len(suite) == 1:
@@ -351,7 +361,7 @@ class Steady:
                 for p in ebench.check(config, facts, warm) + check_snapshot(facts):
                     problems.append(f"{b.get_name()} run {i} (pid {facts.get('pid')}): {p}")
                 if warm and cfg.warmup_s > 0:
-                    spent = sum(loops * v for loops, v in run.warmups)
+                    spent = sum(loops * v for loops, v in run.warmups) * (run.get_total_loops() // run.get_loops())
                     if spent < 0.5 * cfg.warmup_s:
                         print(f"  warning: {bench} {config} run {i}: only {spent:.2f}s of warm-up "
                               f"(configuration asks for {cfg.warmup_s}s)", file=sys.stderr)
@@ -539,7 +549,9 @@ def fmt_time(s: float) -> str:
         return f"{s:.2f} s"
     if s >= 1e-3:
         return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} us"
+    if s >= 1e-6:
+        return f"{s * 1e6:.1f} us"
+    return f"{s * 1e9:.1f} ns"
 
 
 def table_md(title: str, what: str, res: dict, configs: list[str], ref: str = REFERENCE) -> str:
@@ -593,8 +605,8 @@ def chart(path: str, panels: list[tuple[str, dict]], configs: list[str]) -> None
     import matplotlib.pyplot as plt
 
     others = [c for c in configs if c != REFERENCE]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(max(8, 1.1 * (len(panels[0][1]) + 1) * max(1, len(others)) ** 0.5 + 3),
-                                                       4.2 * len(panels)), squeeze=False)
+    width = max(8.0, 0.55 * (len(panels[0][1]) + 1) * max(1, len(others)) ** 0.5 + 3)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width, 4.8 * len(panels)), squeeze=False)
     for ax, (title, res) in zip(axes[:, 0], panels):
         names = sorted(res) + ["geomean"]
         width = 0.8 / max(1, len(others))
@@ -628,16 +640,17 @@ def chart(path: str, panels: list[tuple[str, dict]], configs: list[str]) -> None
     plt.close(fig)
 
 
-def machine_md() -> str:
+def machine_md(with_load: bool = True) -> str:
     import platform
 
-    try:
-        load = os.getloadavg()
-        load = f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
-    except OSError:
-        load = "?"
-    return (f"Python {platform.python_version()} ({sys.executable}), {platform.machine()}, "
-            f"{os.cpu_count()} CPUs, load average at the end {load}")
+    text = f"Python {platform.python_version()} ({sys.executable}), {platform.machine()}, {os.cpu_count()} CPUs"
+    if with_load:
+        try:
+            load = os.getloadavg()
+            text += f", load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        except OSError:
+            pass
+    return text
 
 
 # --- main ------------------------------------------------------------------------
@@ -760,6 +773,7 @@ def main(argv=None) -> int:
         if EMBER_SNAPSHOT:
             shutil.rmtree(EMBER_SNAPSHOT, ignore_errors=True)
     meta["elapsed"] = time.monotonic() - t_start
+    meta["machine"] = machine_md()
     with open(os.path.join(out, "run.json"), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=1)
     report(out, runners, meta)
@@ -805,7 +819,7 @@ def report(out: str, runners: list, meta: dict) -> None:
     summary = dict(meta)
     md.append(f"## Ember benchmarks, {meta['stamp']}\n")
     elapsed = f"; total time {fmt_dur(meta['elapsed'])}" if "elapsed" in meta else ""
-    md.append(f"Command: `{meta['command']}`  \n{machine_md()}{elapsed}.  \n"
+    md.append(f"Command: `{meta['command']}`  \n{meta.get('machine') or machine_md(with_load=False)}{elapsed}.  \n"
               f"Ember: {fmt_build(meta.get('build', {}))}.\n")
     md.append("Speed-up: median over samples of (interp time / configuration time), each sample "
               "pairing a measurement with interp measured next to it (>1 is faster, 0.97x is 3% "
@@ -852,13 +866,19 @@ def report(out: str, runners: list, meta: dict) -> None:
             for config, stats in per_cfg.items():
                 s = [x for x in stats if x]
                 if s:
-                    seen = statistics.median(x.get("code_objects_seen", 0) for x in s)
-                    tiers = {k: statistics.median(x[k] for x in s) for k in s[0] if k.startswith("tier")}
+                    def med(key):
+                        return statistics.median(x.get(key, 0) for x in s)
+
+                    tiers = {k: med(k) for k in s[0] if re.fullmatch(r"tier\d+", k)}
+                    t1 = (f"{med('tier1_compiled'):g} | {med('tier1_compile_ns') / 1e6:.1f} ms | "
+                          f"{med('tier1_code_bytes') / 1024:.0f} KiB" if "tier1_compiled" in s[0] else "– | – | –")
                     ember_lines.append(f"| {'steady' if isinstance(r, Steady) else 'cold'} | {bench} | {config} | "
-                                       f"{seen:g} | " + ", ".join(f"{k[4:]}: {v:g}" for k, v in tiers.items()) + " |")
+                                       f"{med('code_objects_seen'):g} | "
+                                       + ", ".join(f"{k[4:]}: {v:g}" for k, v in tiers.items()) + f" | {t1} |")
     if ember_lines:
         md.append("### Ember: code objects per process (median of EMBER_STATS files)\n")
-        md.append("| mode | benchmark | config | seen | live, by tier |\n|---|---|---|---:|---|")
+        md.append("| mode | benchmark | config | seen | alive at exit, by tier | tier-1 compiled | "
+                  "compile time | code size |\n|---|---|---|---:|---|---:|---:|---:|")
         md.append("\n".join(ember_lines) + "\n")
     text = "\n".join(md)
     with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as f:

@@ -40,9 +40,8 @@ class Config:
         self.description = description
 
 
-# One line per configuration. A later Ember tier is one more line, e.g.
-#   "ember-t1": Config({"EMBER": "1", "EMBER_MAX_TIER": "1"}, None, {"evaluator": "ember"},
-#                      {"ember_tier1": ">0"}, 0.5, "Ember up to tier 1"),
+# One line per configuration: Config(env, setup, expect, expect_warm, warmup_s, description).
+# Expected facts (see facts()): a value, or ">0". A later tier is one more line.
 CONFIGS: dict[str, Config] = {
     "interp":      Config({}, None, {"evaluator": "default", "pyjit": 0}, {}, 0.0,
                           "stock CPython 3.14 interpreter, no PEP 523 evaluator"),
@@ -50,7 +49,13 @@ CONFIGS: dict[str, Config] = {
                           "ember._ember._install_passthrough(): an empty PEP 523 evaluator (floor cost of any PEP 523 user)"),
     "ember":       Config({"EMBER": "1"}, None, {"evaluator": "ember", "ember_enabled": 1, "pyjit": 0},
                           {"ember_code_objects_seen": ">0"}, 0.0,
-                          "EMBER=1: Ember's evaluator with its default settings"),
+                          "EMBER=1: Ember with its default settings"),
+    "ember-t0":    Config({"EMBER": "1", "EMBER_MAX_TIER": "0"}, None, {"evaluator": "ember", "ember_enabled": 1, "pyjit": 0},
+                          {"ember_code_objects_seen": ">0", "ember_tier1": 0}, 0.0,
+                          "EMBER=1 EMBER_MAX_TIER=0: Ember's hook counting only (tier 0)"),
+    "ember-t1":    Config({"EMBER": "1", "EMBER_MAX_TIER": "1"}, None, {"evaluator": "ember", "ember_enabled": 1, "pyjit": 0},
+                          {"ember_tier1_compiled": ">0"}, 0.0,
+                          "EMBER=1 EMBER_MAX_TIER=1: up to tier 1 (copy-and-patch), default threshold"),
     "pyjit":       Config({"PYTHON_JIT": "1"}, None, {"evaluator": "default", "pyjit": 1},
                           {"pyjit_executors": ">0"}, 0.0,
                           "PYTHON_JIT=1: CPython's own experimental copy-and-patch JIT"),
@@ -175,8 +180,13 @@ def facts() -> dict:
             for key, value in g.items():
                 if isinstance(value, int):
                     f[f"ember_{key}"] = value
+                elif isinstance(value, dict) and key != "code_objects_by_tier":
+                    # e.g. tier1: {compiled, compile_ns, code_bytes, ...} -> ember_tier1_compiled, ...
+                    for k2, v2 in value.items():
+                        if isinstance(v2, int):
+                            f[f"ember_{key}_{k2}"] = v2
             for tier, count in g.get("code_objects_by_tier", {}).items():
-                f[f"ember_tier{tier}"] = count
+                f[f"ember_tier{tier}"] = count  # code objects alive at that tier
     return f
 
 

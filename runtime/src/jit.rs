@@ -46,6 +46,9 @@ impl Resolver for PyResolver {
         if let Some(a) = ember_tier1::glue::symbol(name) {
             return Some(a);
         }
+        if name == "ember_eval_frame" {
+            return Some(crate::hook::ember_fn() as usize as u64);
+        }
         let c = std::ffi::CString::new(name).ok()?;
         // RTLD_DEFAULT (NULL on glibc): the interpreter exports its API.
         let p = unsafe { dlsym(core::ptr::null_mut(), c.as_ptr()) };

@@ -81,6 +81,9 @@ PyObject *ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, 
 /* Steals exc and cause; returns 1 for a bare re-raise (no new traceback). */
 int ember_do_raise(PyThreadState *tstate, PyObject *exc, PyObject *cause);
 int ember_handle_pending(PyThreadState *tstate);
+/* Ember's PEP 523 evaluator (runtime/src/hook.rs): runs a pushed frame
+ * compiled or in the interpreter, counting it. */
+PyObject *ember_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
 /* Exception unwinding through the code object's exception table, for an
  * exception raised at instruction index `index`: returns the handler's
  * instruction index with the stack set up for it, or -1 when the exception

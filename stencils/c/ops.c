@@ -349,7 +349,13 @@ EMBER_STENCIL(FOR_ITER)
     _PyStackRef iter = stack_pointer[-1];
     PyObject *it = BORROW(iter);
     ESCAPE();
-    PyObject *next = (*Py_TYPE(it)->tp_iternext)(it);
+    iternextfunc iternext = Py_TYPE(it)->tp_iternext;
+    if (UNLIKELY(iternext == NULL)) {
+        /* A generator expression's `.0` replaced through gi_frame.f_locals. */
+        _PyErr_Format(tstate, PyExc_TypeError, "'%.100s' object is not an iterator", Py_TYPE(it)->tp_name);
+        ERROR();
+    }
+    PyObject *next = iternext(it);
     if (next == NULL) {
         if (_PyErr_Occurred(tstate)) {
             if (!_PyErr_ExceptionMatches(tstate, PyExc_StopIteration)) {
@@ -563,8 +569,9 @@ EMBER_STENCIL(RERAISE)
     ESCAPE();
     int here = (int)(THIS_INSTR - _PyFrame_GetBytecode(frame));
     if (oparg) {
-        PyObject *lasti = BORROW(stack_pointer[-oparg]);
-        frame->instr_ptr = _PyFrame_GetBytecode(frame) + PyLong_AsLong(lasti);
+        /* The lasti the unwinder pushed: a tagged int (ember_unwind does
+         * as the interpreter). */
+        frame->instr_ptr = _PyFrame_GetBytecode(frame) + PyStackRef_UntagInt(stack_pointer[-oparg]);
     }
     _PyErr_SetRaisedException(tstate, PyStackRef_AsPyObjectSteal(exc));
     int handler = ember_unwind(frame, &stack_pointer, tstate, here, 0);
@@ -572,4 +579,91 @@ EMBER_STENCIL(RERAISE)
         return NULL;
     }
     __attribute__((musttail)) return ((ember_cont *)OPERAND1)[handler](frame, stack_pointer, tstate);
+}
+
+/* Python-to-Python calls without C-level argument marshalling: the callee's
+ * frame is pushed on the thread's data stack, the arguments moved into it,
+ * and the frame handed to Ember's evaluator (which runs it compiled or in the
+ * interpreter) -- what the interpreter does inline when no PEP 523 evaluator
+ * is installed. Guards as CPython's CALL_PY_EXACT_ARGS: the function version
+ * from the inline cache (OPERAND1), the exact argument count, room on the
+ * data stack, recursion headroom; otherwise the generic call. */
+static inline __attribute__((always_inline)) PyObject *
+ember_push_and_run(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base,
+                   _PyStackRef func, _PyStackRef *args, int total)
+{
+    _PyInterpreterFrame *callee = _PyFrame_PushUnchecked(tstate, func, total, frame);
+    for (int i = 0; i < total; i++) {
+        callee->localsplus[i] = args[i];
+    }
+    /* The arguments and the callable now belong to the callee's frame. */
+    frame->stackpointer = base;
+    return ember_eval_frame(tstate, callee, 0);
+}
+
+#define PY_EXACT_CALL_TAIL(res)                              \
+    do {                                                     \
+        stack_pointer = base;                                \
+        if (UNLIKELY((res) == NULL)) {                       \
+            ERROR();                                         \
+        }                                                    \
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res); \
+        stack_pointer++;                                     \
+        AFTER_CALL();                                        \
+        CONTINUE();                                          \
+    } while (0)
+
+static inline __attribute__((always_inline)) int
+ember_exact_args_ok(PyThreadState *tstate, PyObject *callable, uint32_t version, int total)
+{
+    if (!PyFunction_Check(callable) || ((PyFunctionObject *)callable)->func_version != version) {
+        return 0;
+    }
+    PyCodeObject *code = (PyCodeObject *)((PyFunctionObject *)callable)->func_code;
+    return code->co_argcount == total && _PyThreadState_HasStackSpace(tstate, code->co_framesize)
+        && tstate->py_recursion_remaining > 1;
+}
+
+/* (callable, self_or_null, args[oparg] -- res); OPERAND0: instrumentation
+ * version; OPERAND1: function version. */
+EMBER_STENCIL(CALL_PY_EXACT_ARGS)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    int has_self = !PyStackRef_IsNull(base[1]);
+    ESCAPE();
+    PyObject *res;
+    if (LIKELY(ember_exact_args_ok(tstate, BORROW(base[0]), (uint32_t)OPERAND1, oparg + has_self))) {
+        res = ember_push_and_run(tstate, frame, base, base[0], base + 2 - has_self, oparg + has_self);
+    }
+    else {
+        res = ember_call(frame, base, oparg, 0);
+    }
+    PY_EXACT_CALL_TAIL(res);
+}
+
+/* A bound method called with its arguments: the function runs with the
+ * method's self first. */
+EMBER_STENCIL(CALL_BOUND_METHOD_EXACT_ARGS)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    PyObject *callable = BORROW(base[0]);
+    ESCAPE();
+    PyObject *res;
+    if (LIKELY(PyStackRef_IsNull(base[1]) && Py_TYPE(callable) == &PyMethod_Type
+               && ember_exact_args_ok(tstate, ((PyMethodObject *)callable)->im_func, (uint32_t)OPERAND1, oparg + 1))) {
+        /* Replace (method, NULL) by (function, self), as the interpreter does. */
+        PyObject *self = ((PyMethodObject *)callable)->im_self;
+        PyObject *func = ((PyMethodObject *)callable)->im_func;
+        base[1] = PyStackRef_FromPyObjectNew(self);
+        _PyStackRef method = base[0];
+        base[0] = PyStackRef_FromPyObjectNew(func);
+        PyStackRef_CLOSE(method);
+        res = ember_push_and_run(tstate, frame, base, base[0], base + 1, oparg + 1);
+    }
+    else {
+        res = ember_call(frame, base, oparg, 0);
+    }
+    PY_EXACT_CALL_TAIL(res);
 }

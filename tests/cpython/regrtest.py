@@ -95,6 +95,8 @@ class Config:
 CONFIGS = {
     c.name: c for c in (
         Config("ember", {"EMBER": "1"}, None, "Ember on, default policy"),
+        Config("ember-t0", {"EMBER": "1", "EMBER_MAX_TIER": "0"}, None,
+               "Ember's hook on, compiling nothing (tier 0 only)"),
         Config("ember-t1", {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "0"}, 1,
                "every function compiled at tier 1 at its first call"),
         Config("ember-t2", {"EMBER": "1", "EMBER_TIER2_THRESHOLD": "0"}, 2,
@@ -198,6 +200,15 @@ def read_list(path: Path) -> list[str]:
     if not names:
         raise UsageError(f"{path}: the list is empty")
     return names
+
+
+_TIMEOUT_DIRECTIVE = re.compile(r"^#\s*regrtest-timeout:\s*(\d+)\s*$", re.M)
+
+
+def list_timeout(path: Path) -> int | None:
+    """A list may set its own default --timeout: a line `# regrtest-timeout: SEC`."""
+    m = _TIMEOUT_DIRECTIVE.search(path.read_text(encoding="utf-8"))
+    return int(m.group(1)) if m else None
 
 
 # --------------------------------------------------------------------------
@@ -318,6 +329,10 @@ for name in names:
         found = importlib.util.find_spec(full) is not None
     except ImportError:
         found = False
+    except Exception:
+        # A test package that skips itself on import (test_free_threading
+        # raises SkipTest without the free-threaded build) exists.
+        found = True
     if not found:
         info["missing_tests"].append(name)
 print(json.dumps(info))
@@ -429,15 +444,24 @@ def run_regrtest(python: Path, spec: RunSpec, options: list[str], base_env: dict
         try:
             rc = proc.wait()
         except BaseException:
+            # Let regrtest stop its workers (it does on SIGINT), then make sure.
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+                proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+            except OSError:
                 pass
             proc.wait()
             raise
         finally:
             stop.set()
             watcher.join()
+            leftovers = reap_leftovers(tmp)
+            if leftovers:
+                log(f"[{spec.label}] killed {leftovers} process(es) the run left behind")
             shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.monotonic() - start
     meta = {"label": spec.label, "returncode": rc, "seconds": elapsed,
@@ -452,7 +476,12 @@ def watch_progress(label, record: Path, total: int, start: float, stop: threadin
     """Print the modules that did not pass as they finish, and a heartbeat."""
     pos = 0
     done = bad = 0
+    pending: dict = {}   # worker failures, until their output says whether it was a timeout
     last_beat = time.monotonic()
+
+    def report(name, state):
+        log(f"[{label}] {done}/{total} {name} {STATE_TEXT.get(state, state)}")
+
     while True:
         finished = stop.wait(2.0)
         try:
@@ -468,20 +497,52 @@ def watch_progress(label, record: Path, total: int, start: float, stop: threadin
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if entry.get("kind") != "result":
+            name, state = entry.get("test"), entry.get("state")
+            if entry.get("kind") == "output":
+                if name in pending:
+                    pending.pop(name)
+                    report(name, "TIMEOUT" if entry.get("timed_out") else state)
                 continue
             done += 1
-            state = entry.get("state")
-            if state in FAILING_STATES or state == "ENV_CHANGED":
-                bad += state in FAILING_STATES
-                log(f"[{label}] {done}/{total} {entry.get('test')} {STATE_TEXT.get(state, state)}")
+            if state in FAILING_STATES:
+                bad += 1
+            if state == "WORKER_FAILED":
+                pending[name] = state
+            elif state in FAILING_STATES or state == "ENV_CHANGED":
+                report(name, state)
+        if finished:
+            for name, state in pending.items():
+                report(name, state)
+            return
         now = time.monotonic()
-        if now - last_beat >= 60 and not finished:
+        if now - last_beat >= 60:
             last_beat = now
             log(f"[{label}] {done}/{total} modules done, {bad} failing, "
                 f"{fmt_duration(now - start)} elapsed")
-        if finished:
-            return
+
+
+def reap_leftovers(tmp: Path) -> int:
+    """Kill what a run left behind: every process whose TMPDIR is in the run's
+    private temporary directory (regrtest gives each worker a TMPDIR inside
+    it, and children inherit it). A worker ended by its --timeout can leave a
+    hung child of a test running."""
+    mark = f"TMPDIR={tmp}".encode()
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(v == mark or v.startswith(mark + b"/") for v in env):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
 
 
 # --------------------------------------------------------------------------
@@ -833,8 +894,9 @@ def parse_args(argv):
                    help="extra EMBER_* variable for the Ember runs; repeatable")
     p.add_argument("-j", "--jobs", type=int, default=2,
                    help="regrtest worker processes (default 2)")
-    p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT,
-                   help=f"per-test-module timeout in seconds (default {DEFAULT_TIMEOUT})")
+    p.add_argument("--timeout", type=int, default=None,
+                   help=f"per-test-module timeout in seconds (default: the list's "
+                        f"`# regrtest-timeout:` line, else {DEFAULT_TIMEOUT})")
     p.add_argument("-u", "--use", default="",
                    help="regrtest resources (-u), the same in every run (default: none)")
     p.add_argument("--randseed", type=int, default=DEFAULT_RANDSEED,
@@ -925,6 +987,8 @@ def main(argv=None) -> int:
 
     lpath = list_path(ns.list)
     tests = read_list(lpath)
+    if ns.timeout is None:
+        ns.timeout = list_timeout(lpath) or DEFAULT_TIMEOUT
     ignore_patterns = [pat for f in ns.ignore_files for pat in read_names(f)]
     list_name = lpath.stem if lpath.parent.resolve() == LISTS_DIR else lpath.name.replace(".", "_")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -1089,7 +1153,12 @@ def main(argv=None) -> int:
     return 0 if ok else 1
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         sys.exit(main())
     except UsageError as e:

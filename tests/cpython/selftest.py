@@ -14,6 +14,7 @@ refuse. About a minute (one fixture hangs until a 10-second --timeout).
 """
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -47,6 +48,19 @@ def run(results: Path, *args: str) -> tuple[int, str, dict | None]:
     for p in summaries:
         p.unlink()
     return proc.returncode, proc.stdout + proc.stderr, summary
+
+
+def orphans() -> list[int]:
+    """Processes left by the hang fixture (they must have been killed)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"# emberself-orphan" in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
 
 
 def diffs_of(summary, config) -> dict:
@@ -91,6 +105,10 @@ def main() -> int:
         alike = (summary or {}).get("configs", {}).get("ember", {}).get("failing_alike")
         check(alike == ["test_emberself_cases.Same.test_fails_in_both"],
               "a failure common to both runs is not a difference", str(alike))
+
+        check(re.search(r"\[ember\] killed [1-9]\d* process\(es\) the run left behind", out)
+              is not None and not orphans(),
+              "a hung test's child process is killed after the run", out + str(orphans()))
 
         rc, out, summary = run(results, "--list", str(same), "--env", "EMBER=0")
         check(rc == 1 and "did not turn on" in out, "Ember switched off: refused", out)

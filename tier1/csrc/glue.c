@@ -115,13 +115,10 @@ ember_unwind(_PyInterpreterFrame *frame, _PyStackRef **stack_pointer_p, PyThread
             PyStackRef_XCLOSE(*sp);
         }
         if (lasti) {
-            PyObject *lasti_obj = PyLong_FromLong(_PyInterpreterFrame_LASTI(frame));
-            if (lasti_obj == NULL) {
-                /* Unwind again, from the handler, as the interpreter does. */
-                index = handler;
-                continue;
-            }
-            *sp++ = PyStackRef_FromPyObjectSteal(lasti_obj);
+            /* A tagged int, as the interpreter pushes it: a frame unwound
+             * here may re-raise in the interpreter and the reverse
+             * (generators suspend inside handlers; throw() runs there). */
+            *sp++ = PyStackRef_TagInt(_PyInterpreterFrame_LASTI(frame));
         }
         PyObject *exc = _PyErr_GetRaisedException(tstate);
         *sp++ = PyStackRef_FromPyObjectSteal(exc);

@@ -1,0 +1,978 @@
+/* The specialised forms the interpreter quickens to: attribute and global
+ * loads, attribute stores, iteration over ranges, lists and tuples,
+ * comparisons of floats and strs, membership in sets and dicts, stores into
+ * lists and dicts, and calls of built-in functions and method descriptors.
+ *
+ * Tier 1 compiles a snapshot of the quickened bytecode: the values the
+ * interpreter cached (type versions, dict keys versions, offsets, indices,
+ * descriptors) are baked in as operands (tier1/src/operands.rs,
+ * fast_operands), and each stencil checks everything they depend on, as the
+ * interpreter's own guards do. A failed guard does the generic
+ * instruction's work, as the interpreter would after deoptimising (the
+ * cache is never re-specialised under compiled code, so a guard that
+ * starts failing keeps failing: the generic path must be complete).
+ *
+ * Where the specialised instruction's order of releasing references differs
+ * from the generic one (STORE_ATTR_*: the owner before the old value), the
+ * specialised order is kept, so that finalisers run in CPython's order. */
+#include "ember_stencil.h"
+#include "pycore_dict.h"
+#include "pycore_floatobject.h"
+#include "pycore_moduleobject.h"
+#include "pycore_range.h"
+#include "pycore_setobject.h"
+#include "pycore_unicodeobject.h"
+
+/* Slow paths in tier1/csrc/fast.c. Each expects frame->instr_ptr and
+ * frame->stackpointer set (ESCAPE()) and `sp` the stack pointer. */
+/* (owner -- attr, self_or_null if oparg & 1): 0, or -1 with the owner
+ * popped and closed. */
+int ember_load_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
+/* (value, owner --): both popped and closed; 0 or -1. */
+int ember_store_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
+/* (-- res, null if oparg & 1): 0, or -1 with nothing pushed. */
+int ember_load_global_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate, int oparg);
+/* (lhs, rhs -- res): 0 with res at sp[-2], or -1 with both popped. */
+int ember_compare_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
+/* Calls base[0], of the kind below, with the call's arguments as an array
+ * and closes every input. */
+enum { CFAST_BUILTIN, CFAST_DESCR, CFAST_BUILTIN_KW, CFAST_DESCR_KW, CFAST_CLASS };
+PyObject *ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int kind);
+
+/* ---- LOAD_ATTR ------------------------------------------------------- */
+
+/* The generic LOAD_ATTR (the name comes from the code object). */
+#define LOAD_ATTR_GENERIC()                                                    \
+    do {                                                                       \
+        int oparg_ = OPARG;                                                    \
+        ESCAPE();                                                              \
+        if (UNLIKELY(ember_load_attr_slow(frame, stack_pointer, oparg_) < 0)) { \
+            stack_pointer--;                                                   \
+            ERROR();                                                           \
+        }                                                                      \
+        stack_pointer += oparg_ & 1;                                           \
+        CONTINUE();                                                            \
+    } while (0)
+
+/* (owner -- attr, NULL if oparg & 1): a new reference to attr_o replaces
+ * the owner, which is then closed (its finaliser may run). */
+#define LOAD_ATTR_RESULT(attr_o)                                               \
+    do {                                                                       \
+        _PyStackRef owner_ = stack_pointer[-1];                                \
+        stack_pointer[-1] = PyStackRef_FromPyObjectNew(attr_o);                \
+        if (OPARG & 1) {                                                       \
+            stack_pointer[0] = PyStackRef_NULL;                                \
+            stack_pointer++;                                                   \
+        }                                                                      \
+        if (PyStackRef_RefcountOnObject(owner_)) {                             \
+            ESCAPE();                                                          \
+            PyStackRef_CLOSE(owner_);                                          \
+        }                                                                      \
+        CONTINUE();                                                            \
+    } while (0)
+
+/* (owner -- method, owner): the owner stays, as self. */
+#define LOAD_ATTR_METHOD_RESULT(descr_o)                                       \
+    do {                                                                       \
+        stack_pointer[0] = stack_pointer[-1];                                  \
+        stack_pointer[-1] = PyStackRef_FromPyObjectNew(descr_o);               \
+        stack_pointer++;                                                       \
+        CONTINUE();                                                            \
+    } while (0)
+
+static inline __attribute__((always_inline)) uint32_t
+lo32(uintptr_t v)
+{
+    return (uint32_t)v;
+}
+
+static inline __attribute__((always_inline)) uint32_t
+hi32(uintptr_t v)
+{
+    return (uint32_t)(v >> 32);
+}
+
+/* The owner's inline values are in use (no materialised __dict__ took
+ * them over). Only for types with Py_TPFLAGS_INLINE_VALUES, which the type
+ * version guarantees. */
+static inline __attribute__((always_inline)) int
+values_valid(PyObject *owner)
+{
+    return _PyObject_InlineValues(owner)->valid;
+}
+
+/* The instance's shared keys still have the version cached: no instance of
+ * the type has an attribute shadowing the class's. */
+static inline __attribute__((always_inline)) int
+cached_keys_version_is(PyTypeObject *tp, uint32_t version)
+{
+    return ((PyHeapTypeObject *)tp)->ht_cached_keys->dk_version == version;
+}
+
+/* OPERAND0: type version; OPERAND1: byte offset of the value in the object. */
+EMBER_STENCIL(LOAD_ATTR_INSTANCE_VALUE)
+{
+    PyObject *owner_o = BORROW(stack_pointer[-1]);
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0) && values_valid(owner_o))) {
+        PyObject *attr_o = *(PyObject **)((char *)owner_o + OPERAND1);
+        if (LIKELY(attr_o != NULL)) {
+            LOAD_ATTR_RESULT(attr_o);
+        }
+    }
+    LOAD_ATTR_GENERIC();
+}
+
+/* OPERAND0: type version; OPERAND1: byte offset of the slot. */
+EMBER_STENCIL(LOAD_ATTR_SLOT)
+{
+    PyObject *owner_o = BORROW(stack_pointer[-1]);
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0))) {
+        PyObject *attr_o = *(PyObject **)((char *)owner_o + OPERAND1);
+        if (LIKELY(attr_o != NULL)) {
+            LOAD_ATTR_RESULT(attr_o);
+        }
+    }
+    LOAD_ATTR_GENERIC();
+}
+
+/* OPERAND0: keys version of the module's dict; OPERAND1: the entry's index. */
+EMBER_STENCIL(LOAD_ATTR_MODULE)
+{
+    PyObject *owner_o = BORROW(stack_pointer[-1]);
+    if (LIKELY(Py_TYPE(owner_o)->tp_getattro == PyModule_Type.tp_getattro)) {
+        PyDictKeysObject *keys = ((PyDictObject *)((PyModuleObject *)owner_o)->md_dict)->ma_keys;
+        if (LIKELY(keys->dk_version == lo32(OPERAND0))) {
+            PyObject *attr_o = DK_UNICODE_ENTRIES(keys)[OPERAND1].me_value;
+            if (LIKELY(attr_o != NULL)) {
+                LOAD_ATTR_RESULT(attr_o);
+            }
+        }
+    }
+    LOAD_ATTR_GENERIC();
+}
+
+/* An attribute of a class found in the class (or its MRO).
+ * OPERAND0: the class's type version; OPERAND1: the attribute. */
+EMBER_STENCIL(LOAD_ATTR_CLASS)
+{
+    PyObject *owner_o = BORROW(stack_pointer[-1]);
+    if (LIKELY(PyType_Check(owner_o) && ((PyTypeObject *)owner_o)->tp_version_tag == lo32(OPERAND0))) {
+        LOAD_ATTR_RESULT((PyObject *)OPERAND1);
+    }
+    LOAD_ATTR_GENERIC();
+}
+
+/* The same, and the metaclass unchanged. OPERAND0: the class's type
+ * version, the metaclass's in the high half; OPERAND1: the attribute. */
+EMBER_STENCIL(LOAD_ATTR_CLASS_WITH_METACLASS_CHECK)
+{
+    PyObject *owner_o = BORROW(stack_pointer[-1]);
+    uintptr_t versions = OPERAND0;
+    if (LIKELY(PyType_Check(owner_o) && ((PyTypeObject *)owner_o)->tp_version_tag == lo32(versions)
+               && Py_TYPE(owner_o)->tp_version_tag == hi32(versions))) {
+        LOAD_ATTR_RESULT((PyObject *)OPERAND1);
+    }
+    LOAD_ATTR_GENERIC();
+}
+
+/* A method for a call, on an instance with inline values. OPERAND0: type
+ * version, shared keys version in the high half; OPERAND1: the function. */
+EMBER_STENCIL(LOAD_ATTR_METHOD_WITH_VALUES)
+{
+    PyObject *owner_o = BORROW(stack_pointer[-1]);
+    PyTypeObject *tp = Py_TYPE(owner_o);
+    uintptr_t versions = OPERAND0;
+    if (LIKELY(tp->tp_version_tag == lo32(versions) && values_valid(owner_o)
+               && cached_keys_version_is(tp, hi32(versions)))) {
+        LOAD_ATTR_METHOD_RESULT((PyObject *)OPERAND1);
+    }
+    LOAD_ATTR_GENERIC();
+}
+
+/* A method for a call, on an instance without a __dict__. OPERAND0: type
+ * version; OPERAND1: the function. */
+EMBER_STENCIL(LOAD_ATTR_METHOD_NO_DICT)
+{
+    PyObject *owner_o = BORROW(stack_pointer[-1]);
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0))) {
+        LOAD_ATTR_METHOD_RESULT((PyObject *)OPERAND1);
+    }
+    LOAD_ATTR_GENERIC();
+}
+
+/* A method for a call, on an instance whose __dict__ is not created yet.
+ * OPERAND0: type version, the dict's offset from MANAGED_DICT_OFFSET in the
+ * high half; OPERAND1: the function. */
+EMBER_STENCIL(LOAD_ATTR_METHOD_LAZY_DICT)
+{
+    PyObject *owner_o = BORROW(stack_pointer[-1]);
+    uintptr_t ops = OPERAND0;
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(ops)
+               && *(PyObject **)((char *)owner_o + MANAGED_DICT_OFFSET + hi32(ops)) == NULL)) {
+        LOAD_ATTR_METHOD_RESULT((PyObject *)OPERAND1);
+    }
+    LOAD_ATTR_GENERIC();
+}
+
+/* A class attribute that is not a descriptor, on an instance with inline
+ * values. OPERAND0: type version, shared keys version in the high half;
+ * OPERAND1: the attribute. */
+EMBER_STENCIL(LOAD_ATTR_NONDESCRIPTOR_WITH_VALUES)
+{
+    PyObject *owner_o = BORROW(stack_pointer[-1]);
+    PyTypeObject *tp = Py_TYPE(owner_o);
+    uintptr_t versions = OPERAND0;
+    if (LIKELY(tp->tp_version_tag == lo32(versions) && values_valid(owner_o)
+               && cached_keys_version_is(tp, hi32(versions)))) {
+        LOAD_ATTR_RESULT((PyObject *)OPERAND1);
+    }
+    LOAD_ATTR_GENERIC();
+}
+
+/* The same on an instance without a __dict__. OPERAND0: type version;
+ * OPERAND1: the attribute. */
+EMBER_STENCIL(LOAD_ATTR_NONDESCRIPTOR_NO_DICT)
+{
+    PyObject *owner_o = BORROW(stack_pointer[-1]);
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0))) {
+        LOAD_ATTR_RESULT((PyObject *)OPERAND1);
+    }
+    LOAD_ATTR_GENERIC();
+}
+
+/* The entry at `hint` in a materialised __dict__ with a combined table,
+ * if it holds `name` (NULL otherwise). */
+static inline __attribute__((always_inline)) PyDictUnicodeEntry *
+hinted_entry(PyObject *owner, uint32_t hint, PyObject *name)
+{
+    PyDictObject *dict = _PyObject_GetManagedDict(owner);
+    if (dict == NULL) {
+        return NULL;
+    }
+    PyDictKeysObject *keys = dict->ma_keys;
+    if (hint >= (size_t)keys->dk_nentries || keys->dk_kind != DICT_KEYS_UNICODE) {
+        return NULL;
+    }
+    PyDictUnicodeEntry *ep = DK_UNICODE_ENTRIES(keys) + hint;
+    return ep->me_key == name ? ep : NULL;
+}
+
+/* ---- LOAD_GLOBAL ----------------------------------------------------- */
+
+#define LOAD_GLOBAL_GENERIC()                                                  \
+    do {                                                                       \
+        int oparg_ = OPARG;                                                    \
+        ESCAPE();                                                              \
+        if (UNLIKELY(ember_load_global_slow(frame, stack_pointer, tstate, oparg_) < 0)) { \
+            ERROR();                                                           \
+        }                                                                      \
+        stack_pointer += 1 + (oparg_ & 1);                                     \
+        CONTINUE();                                                            \
+    } while (0)
+
+/* The value at entry `index` of a dict whose keys have version `version`
+ * (NULL: not that dict layout, or the entry is empty). */
+static inline __attribute__((always_inline)) PyObject *
+versioned_entry(PyObject *dict, uint32_t version, uintptr_t index)
+{
+    if (!PyDict_CheckExact(dict)) {
+        return NULL;
+    }
+    PyDictKeysObject *keys = ((PyDictObject *)dict)->ma_keys;
+    if (keys->dk_version != version) {
+        return NULL;
+    }
+    return DK_UNICODE_ENTRIES(keys)[index].me_value;
+}
+
+#define LOAD_GLOBAL_RESULT(res_o)                                              \
+    do {                                                                       \
+        stack_pointer[0] = PyStackRef_FromPyObjectNew(res_o);                  \
+        stack_pointer++;                                                       \
+        if (OPARG & 1) {                                                       \
+            stack_pointer[0] = PyStackRef_NULL;                                \
+            stack_pointer++;                                                   \
+        }                                                                      \
+        CONTINUE();                                                            \
+    } while (0)
+
+/* OPERAND0: keys version of the globals; OPERAND1: the entry's index. */
+EMBER_STENCIL(LOAD_GLOBAL_MODULE)
+{
+    PyObject *res_o = versioned_entry(frame->f_globals, lo32(OPERAND0), OPERAND1);
+    if (LIKELY(res_o != NULL)) {
+        LOAD_GLOBAL_RESULT(res_o);
+    }
+    LOAD_GLOBAL_GENERIC();
+}
+
+/* OPERAND0: keys version of the globals (the name is not there), the
+ * builtins' in the high half; OPERAND1: the entry's index in the builtins. */
+EMBER_STENCIL(LOAD_GLOBAL_BUILTIN)
+{
+    uintptr_t versions = OPERAND0;
+    PyObject *globals = frame->f_globals;
+    if (LIKELY(PyDict_CheckExact(globals)
+               && ((PyDictObject *)globals)->ma_keys->dk_version == lo32(versions))) {
+        PyObject *res_o = versioned_entry(frame->f_builtins, hi32(versions), OPERAND1);
+        if (LIKELY(res_o != NULL)) {
+            LOAD_GLOBAL_RESULT(res_o);
+        }
+    }
+    LOAD_GLOBAL_GENERIC();
+}
+
+/* ---- STORE_ATTR: (value, owner --) ----------------------------------- */
+
+#define STORE_ATTR_GENERIC()                                                   \
+    do {                                                                       \
+        int oparg_ = OPARG;                                                    \
+        ESCAPE();                                                              \
+        int err_ = ember_store_attr_slow(frame, stack_pointer, oparg_);        \
+        stack_pointer -= 2;                                                    \
+        if (UNLIKELY(err_ < 0)) {                                              \
+            ERROR();                                                           \
+        }                                                                      \
+        CONTINUE();                                                            \
+    } while (0)
+
+/* The value stored; then, as the interpreter does, the owner closed before
+ * the old value. */
+#define STORE_ATTR_FINISH(owner, old)                                          \
+    do {                                                                       \
+        stack_pointer -= 2;                                                    \
+        ESCAPE();                                                              \
+        PyStackRef_CLOSE(owner);                                               \
+        Py_XDECREF(old);                                                       \
+        CONTINUE();                                                            \
+    } while (0)
+
+/* OPERAND0: type version; OPERAND1: byte offset of the value in the object. */
+EMBER_STENCIL(STORE_ATTR_INSTANCE_VALUE)
+{
+    _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
+    PyObject *owner_o = BORROW(owner);
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0)
+               && _PyObject_GetManagedDict(owner_o) == NULL && values_valid(owner_o))) {
+        PyObject **value_ptr = (PyObject **)((char *)owner_o + OPERAND1);
+        PyObject *old = *value_ptr;
+        *value_ptr = PyStackRef_AsPyObjectSteal(value);
+        if (old == NULL) {
+            PyDictValues *values = _PyObject_InlineValues(owner_o);
+            _PyDictValues_AddToInsertionOrder(values, value_ptr - values->values);
+        }
+        STORE_ATTR_FINISH(owner, old);
+    }
+    STORE_ATTR_GENERIC();
+}
+
+/* OPERAND0: type version; OPERAND1: byte offset of the slot. */
+EMBER_STENCIL(STORE_ATTR_SLOT)
+{
+    _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
+    PyObject *owner_o = BORROW(owner);
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0))) {
+        PyObject **slot = (PyObject **)((char *)owner_o + OPERAND1);
+        PyObject *old = *slot;
+        *slot = PyStackRef_AsPyObjectSteal(value);
+        STORE_ATTR_FINISH(owner, old);
+    }
+    STORE_ATTR_GENERIC();
+}
+
+/* Replacing an attribute in the instance's materialised __dict__ (dict
+ * watchers told first). OPERAND0: type version, the entry's index (hint)
+ * in the high half; OPERAND1: the name. */
+EMBER_STENCIL(STORE_ATTR_WITH_HINT)
+{
+    _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
+    PyObject *owner_o = BORROW(owner);
+    uintptr_t ops = OPERAND0;
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(ops))) {
+        PyObject *name = (PyObject *)OPERAND1;
+        PyDictUnicodeEntry *ep = hinted_entry(owner_o, hi32(ops), name);
+        if (LIKELY(ep != NULL && ep->me_value != NULL)) {
+            PyDictObject *dict = _PyObject_GetManagedDict(owner_o);
+            if (UNLIKELY(dict->_ma_watcher_tag & DICT_WATCHER_MASK)) {
+                ESCAPE();
+                _PyDict_NotifyEvent(tstate->interp, PyDict_EVENT_MODIFIED, dict, name, BORROW(value));
+            }
+            PyObject *old = ep->me_value;
+            ep->me_value = PyStackRef_AsPyObjectSteal(value);
+            STORE_ATTR_FINISH(owner, old);
+        }
+    }
+    STORE_ATTR_GENERIC();
+}
+
+/* ---- FOR_ITER: (iter -- iter, next) ---------------------------------- */
+
+/* The generic step: the iterator's tp_iternext, which also does the
+ * exhausted iterator's bookkeeping (releasing its sequence). Exhausted:
+ * JUMP (past the END_FOR, to the POP_ITER). */
+#define FOR_ITER_GENERIC(it)                                                   \
+    do {                                                                       \
+        ESCAPE();                                                              \
+        PyObject *next_ = (*Py_TYPE(it)->tp_iternext)(it);                     \
+        if (next_ == NULL) {                                                   \
+            if (_PyErr_Occurred(tstate)) {                                     \
+                if (!_PyErr_ExceptionMatches(tstate, PyExc_StopIteration)) {   \
+                    ERROR();                                                   \
+                }                                                              \
+                _PyErr_Clear(tstate);                                          \
+            }                                                                  \
+            JUMP();                                                            \
+        }                                                                      \
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(next_);                \
+        stack_pointer++;                                                       \
+        CONTINUE();                                                            \
+    } while (0)
+
+EMBER_STENCIL(FOR_ITER_RANGE)
+{
+    PyObject *it = BORROW(stack_pointer[-1]);
+    if (LIKELY(Py_TYPE(it) == &PyRangeIter_Type)) {
+        _PyRangeIterObject *r = (_PyRangeIterObject *)it;
+        if (r->len <= 0) {
+            JUMP();
+        }
+        long value = r->start;
+        r->start = value + r->step;
+        r->len--;
+        PyObject *res;
+        if ((unsigned long)(value + _PY_NSMALLNEGINTS) < (unsigned long)(_PY_NSMALLNEGINTS + _PY_NSMALLPOSINTS)) {
+            /* Small ints are immortal. */
+            res = (PyObject *)&_PyLong_SMALL_INTS[_PY_NSMALLNEGINTS + value];
+        }
+        else {
+            ESCAPE();
+            res = PyLong_FromLong(value);
+            if (UNLIKELY(res == NULL)) {
+                ERROR();
+            }
+        }
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
+        stack_pointer++;
+        CONTINUE();
+    }
+    FOR_ITER_GENERIC(it);
+}
+
+EMBER_STENCIL(FOR_ITER_LIST)
+{
+    PyObject *it = BORROW(stack_pointer[-1]);
+    if (LIKELY(Py_TYPE(it) == &PyListIter_Type)) {
+        _PyListIterObject *li = (_PyListIterObject *)it;
+        PyListObject *seq = li->it_seq;
+        if (LIKELY(seq != NULL && (size_t)li->it_index < (size_t)PyList_GET_SIZE(seq))) {
+            stack_pointer[0] = PyStackRef_FromPyObjectNew(PyList_GET_ITEM(seq, li->it_index));
+            li->it_index++;
+            stack_pointer++;
+            CONTINUE();
+        }
+    }
+    FOR_ITER_GENERIC(it);
+}
+
+EMBER_STENCIL(FOR_ITER_TUPLE)
+{
+    PyObject *it = BORROW(stack_pointer[-1]);
+    if (LIKELY(Py_TYPE(it) == &PyTupleIter_Type)) {
+        _PyTupleIterObject *ti = (_PyTupleIterObject *)it;
+        PyTupleObject *seq = ti->it_seq;
+        if (LIKELY(seq != NULL && (size_t)ti->it_index < (size_t)PyTuple_GET_SIZE(seq))) {
+            stack_pointer[0] = PyStackRef_FromPyObjectNew(PyTuple_GET_ITEM(seq, ti->it_index));
+            ti->it_index++;
+            stack_pointer++;
+            CONTINUE();
+        }
+    }
+    FOR_ITER_GENERIC(it);
+}
+
+/* ---- COMPARE_OP: (lhs, rhs -- res) ----------------------------------- */
+
+/* The generic comparison, honouring oparg & 16 (convert to bool). */
+#define COMPARE_GENERIC()                                                      \
+    do {                                                                       \
+        ESCAPE();                                                              \
+        if (UNLIKELY(ember_compare_slow(frame, stack_pointer, OPARG) < 0)) {   \
+            stack_pointer -= 2;                                                \
+            ERROR();                                                           \
+        }                                                                      \
+        stack_pointer--;                                                       \
+        CONTINUE();                                                            \
+    } while (0)
+
+/* The low four bits of the oparg say which outcomes make it true, as
+ * COMPARISON_BIT encodes them (1 unordered, 2 less, 4 greater, 8 equal).
+ * Floats and strs have no finalisers: closing them cannot escape. */
+EMBER_STENCIL(COMPARE_OP_FLOAT)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    PyObject *l = BORROW(lhs), *r = BORROW(rhs);
+    if (LIKELY(PyFloat_CheckExact(l) && PyFloat_CheckExact(r))) {
+        double a = PyFloat_AS_DOUBLE(l), b = PyFloat_AS_DOUBLE(r);
+        int outcome = COMPARISON_BIT(a, b);
+        stack_pointer -= 2;
+        PyStackRef_CLOSE_SPECIALIZED(lhs, _PyFloat_ExactDealloc);
+        PyStackRef_CLOSE_SPECIALIZED(rhs, _PyFloat_ExactDealloc);
+        stack_pointer[0] = (outcome & OPARG) ? PyStackRef_True : PyStackRef_False;
+        stack_pointer++;
+        CONTINUE();
+    }
+    COMPARE_GENERIC();
+}
+
+/* == and != only. */
+EMBER_STENCIL(COMPARE_OP_STR)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    PyObject *l = BORROW(lhs), *r = BORROW(rhs);
+    if (LIKELY(PyUnicode_CheckExact(l) && PyUnicode_CheckExact(r))) {
+        int eq = _PyUnicode_Equal(l, r);
+        stack_pointer -= 2;
+        PyStackRef_CLOSE_SPECIALIZED(lhs, _PyUnicode_ExactDealloc);
+        PyStackRef_CLOSE_SPECIALIZED(rhs, _PyUnicode_ExactDealloc);
+        int outcome = eq ? COMPARISON_EQUALS : COMPARISON_NOT_EQUALS;
+        stack_pointer[0] = (outcome & OPARG) ? PyStackRef_True : PyStackRef_False;
+        stack_pointer++;
+        CONTINUE();
+    }
+    COMPARE_GENERIC();
+}
+
+/* ---- CONTAINS_OP: (lhs, rhs -- b) ------------------------------------ */
+
+#define CONTAINS_WITH(CALL)                                                    \
+    do {                                                                       \
+        ESCAPE();                                                              \
+        int res_ = (CALL);                                                     \
+        stack_pointer -= 2;                                                    \
+        SYNC_SP();                                                             \
+        PyStackRef_CLOSE(lhs);                                                 \
+        PyStackRef_CLOSE(rhs);                                                 \
+        if (UNLIKELY(res_ < 0)) {                                              \
+            ERROR();                                                           \
+        }                                                                      \
+        stack_pointer[0] = (res_ ^ OPARG) ? PyStackRef_True : PyStackRef_False; \
+        stack_pointer++;                                                       \
+        CONTINUE();                                                            \
+    } while (0)
+
+EMBER_STENCIL(CONTAINS_OP_SET)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    PyObject *r = BORROW(rhs);
+    if (LIKELY(PyAnySet_CheckExact(r))) {
+        CONTAINS_WITH(_PySet_Contains((PySetObject *)r, BORROW(lhs)));
+    }
+    CONTAINS_WITH(PySequence_Contains(r, BORROW(lhs)));
+}
+
+EMBER_STENCIL(CONTAINS_OP_DICT)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    PyObject *r = BORROW(rhs);
+    if (LIKELY(PyDict_CheckExact(r))) {
+        CONTAINS_WITH(PyDict_Contains(r, BORROW(lhs)));
+    }
+    CONTAINS_WITH(PySequence_Contains(r, BORROW(lhs)));
+}
+
+/* ---- STORE_SUBSCR: (value, container, sub --) ------------------------ */
+
+#define STORE_SUBSCR_GENERIC()                                                 \
+    do {                                                                       \
+        _PyStackRef value_ = stack_pointer[-3], container_ = stack_pointer[-2], sub_ = stack_pointer[-1]; \
+        ESCAPE();                                                              \
+        int err_ = PyObject_SetItem(BORROW(container_), BORROW(sub_), BORROW(value_)); \
+        stack_pointer -= 3;                                                    \
+        SYNC_SP();                                                             \
+        PyStackRef_CLOSE(value_);                                              \
+        PyStackRef_CLOSE(container_);                                          \
+        PyStackRef_CLOSE(sub_);                                                \
+        if (UNLIKELY(err_ < 0)) {                                              \
+            ERROR();                                                           \
+        }                                                                      \
+        CONTINUE();                                                            \
+    } while (0)
+
+/* As the interpreter does: the list closed before the old item. */
+EMBER_STENCIL(STORE_SUBSCR_LIST_INT)
+{
+    _PyStackRef value = stack_pointer[-3], list = stack_pointer[-2], sub = stack_pointer[-1];
+    PyObject *list_o = BORROW(list), *sub_o = BORROW(sub);
+    if (LIKELY(PyList_CheckExact(list_o) && PyLong_CheckExact(sub_o)
+               && _PyLong_IsNonNegativeCompact((PyLongObject *)sub_o))) {
+        Py_ssize_t index = (Py_ssize_t)_PyLong_CompactValue((PyLongObject *)sub_o);
+        if (LIKELY(index < PyList_GET_SIZE(list_o))) {
+            PyObject *old = PyList_GET_ITEM(list_o, index);
+            PyList_SET_ITEM(list_o, index, PyStackRef_AsPyObjectSteal(value));
+            stack_pointer -= 3;
+            ESCAPE();
+            PyStackRef_CLOSE_SPECIALIZED(sub, _PyLong_ExactDealloc);
+            PyStackRef_CLOSE(list);
+            Py_DECREF(old);
+            CONTINUE();
+        }
+    }
+    STORE_SUBSCR_GENERIC();
+}
+
+EMBER_STENCIL(STORE_SUBSCR_DICT)
+{
+    _PyStackRef value = stack_pointer[-3], dict = stack_pointer[-2], sub = stack_pointer[-1];
+    PyObject *dict_o = BORROW(dict);
+    if (LIKELY(PyDict_CheckExact(dict_o))) {
+        stack_pointer -= 3;
+        ESCAPE();
+        int err = _PyDict_SetItem_Take2((PyDictObject *)dict_o, PyStackRef_AsPyObjectSteal(sub),
+                                        PyStackRef_AsPyObjectSteal(value));
+        PyStackRef_CLOSE(dict);
+        if (UNLIKELY(err != 0)) {
+            ERROR();
+        }
+        CONTINUE();
+    }
+    STORE_SUBSCR_GENERIC();
+}
+
+/* ---- CALL: (callable, self_or_null, args[oparg] -- res) -------------- */
+
+/* After a call that may have run Python code, as the interpreter's
+ * _CHECK_PERIODIC: pending events, and monitoring or tracing switched on
+ * (then the interpreter continues). OPERAND0: the instrumentation version
+ * compiled for. */
+#define CALL_CHECK_PERIODIC()                                                  \
+    do {                                                                       \
+        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0))) {               \
+            if (ember_instrumentation_changed(tstate, OPERAND0)) {             \
+                frame->instr_ptr = NEXT_INSTR;                                 \
+                DEOPT();                                                       \
+            }                                                                  \
+            SYNC_SP();                                                         \
+            if (ember_handle_pending(tstate) < 0) {                            \
+                ERROR();                                                       \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+
+/* For the specialised calls without _CHECK_PERIODIC (len, isinstance):
+ * only instrumentation switched on by the call matters. */
+#define CALL_CHECK_INSTRUMENTATION()                                           \
+    do {                                                                       \
+        if (UNLIKELY(ember_instrumentation_changed(tstate, OPERAND0))) {       \
+            frame->instr_ptr = NEXT_INSTR;                                     \
+            DEOPT();                                                           \
+        }                                                                      \
+    } while (0)
+
+/* The generic CALL, for a callable the guards did not expect. */
+#define CALL_GENERIC()                                                         \
+    do {                                                                       \
+        int oparg_ = OPARG;                                                    \
+        _PyStackRef *base_ = stack_pointer - oparg_ - 2;                       \
+        ESCAPE();                                                              \
+        PyObject *res_ = ember_call(frame, base_, oparg_, 0);                  \
+        stack_pointer = base_;                                                 \
+        if (UNLIKELY(res_ == NULL)) {                                          \
+            ERROR();                                                           \
+        }                                                                      \
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res_);                 \
+        stack_pointer++;                                                       \
+        CALL_CHECK_PERIODIC();                                                 \
+        CONTINUE();                                                            \
+    } while (0)
+
+/* Every input of the call closed, from the top down, with the stack
+ * lowered to `base` first. */
+#define CLOSE_CALL_INPUTS(base, oparg)                                         \
+    do {                                                                       \
+        stack_pointer = (base);                                                \
+        SYNC_SP();                                                             \
+        for (_PyStackRef *p_ = (base) + 2 + (oparg); p_ > (base);) {           \
+            p_--;                                                              \
+            PyStackRef_XCLOSE(*p_);                                            \
+        }                                                                      \
+    } while (0)
+
+#define CALL_RESULT(res_o)                                                     \
+    do {                                                                       \
+        if (UNLIKELY((res_o) == NULL)) {                                       \
+            ERROR();                                                           \
+        }                                                                      \
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res_o);                \
+        stack_pointer++;                                                       \
+    } while (0)
+
+/* type(x) */
+EMBER_STENCIL(CALL_TYPE_1)
+{
+    _PyStackRef *base = stack_pointer - 3;
+    if (LIKELY(OPARG == 1 && PyStackRef_IsNull(base[1]) && BORROW(base[0]) == (PyObject *)&PyType_Type)) {
+        _PyStackRef arg = base[2];
+        base[0] = PyStackRef_FromPyObjectNew(Py_TYPE(BORROW(arg)));
+        stack_pointer = base + 1;
+        if (PyStackRef_RefcountOnObject(arg)) {
+            ESCAPE();
+            PyStackRef_CLOSE(arg);
+        }
+        CONTINUE();
+    }
+    CALL_GENERIC();
+}
+
+/* str(x), tuple(x): (callable, NULL, arg -- res) */
+#define CALL_CLASS_1(NAME, TYPE, FUNC)                                         \
+    EMBER_STENCIL(NAME)                                                        \
+    {                                                                          \
+        _PyStackRef *base = stack_pointer - 3;                                 \
+        if (LIKELY(OPARG == 1 && PyStackRef_IsNull(base[1])                    \
+                   && BORROW(base[0]) == (PyObject *)&(TYPE))) {               \
+            _PyStackRef arg = base[2];                                         \
+            ESCAPE();                                                          \
+            PyObject *res = FUNC(BORROW(arg));                                 \
+            stack_pointer = base;                                              \
+            SYNC_SP();                                                         \
+            PyStackRef_CLOSE(arg);                                             \
+            CALL_RESULT(res);                                                  \
+            CALL_CHECK_PERIODIC();                                             \
+            CONTINUE();                                                        \
+        }                                                                      \
+        CALL_GENERIC();                                                        \
+    }
+
+CALL_CLASS_1(CALL_STR_1, PyUnicode_Type, PyObject_Str)
+CALL_CLASS_1(CALL_TUPLE_1, PyTuple_Type, PySequence_Tuple)
+
+/* len(x): (callable, NULL, arg -- res). An error leaves the inputs on the
+ * stack for the unwinder, as the interpreter does. */
+EMBER_STENCIL(CALL_LEN)
+{
+    _PyStackRef *base = stack_pointer - 3;
+    if (LIKELY(OPARG == 1 && PyStackRef_IsNull(base[1])
+               && BORROW(base[0]) == tstate->interp->callable_cache.len)) {
+        _PyStackRef arg = base[2];
+        ESCAPE();
+        Py_ssize_t len = PyObject_Length(BORROW(arg));
+        if (UNLIKELY(len < 0)) {
+            ERROR();
+        }
+        PyObject *res = PyLong_FromSsize_t(len);
+        if (UNLIKELY(res == NULL)) {
+            ERROR();
+        }
+        stack_pointer = base;
+        SYNC_SP();
+        PyStackRef_CLOSE(arg);
+        PyStackRef_CLOSE(base[0]);
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
+        stack_pointer++;
+        CALL_CHECK_INSTRUMENTATION();
+        CONTINUE();
+    }
+    CALL_GENERIC();
+}
+
+/* isinstance(x, cls), self_or_null counting as an argument. */
+EMBER_STENCIL(CALL_ISINSTANCE)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    int has_self = !PyStackRef_IsNull(base[1]);
+    if (LIKELY(oparg + has_self == 2 && BORROW(base[0]) == tstate->interp->callable_cache.isinstance)) {
+        _PyStackRef *args = base + 2 - has_self;
+        ESCAPE();
+        int res = PyObject_IsInstance(BORROW(args[0]), BORROW(args[1]));
+        if (UNLIKELY(res < 0)) {
+            ERROR();
+        }
+        CLOSE_CALL_INPUTS(base, oparg);
+        stack_pointer[0] = res ? PyStackRef_True : PyStackRef_False;
+        stack_pointer++;
+        CALL_CHECK_INSTRUMENTATION();
+        CONTINUE();
+    }
+    CALL_GENERIC();
+}
+
+/* list.append(x) on a list, as a statement: (callable, list, arg --), the
+ * following POP_TOP folded in (JUMP: the instruction after it). */
+EMBER_STENCIL(CALL_LIST_APPEND)
+{
+    _PyStackRef *base = stack_pointer - 3;
+    PyObject *self_o = BORROW(base[1]);
+    if (LIKELY(OPARG == 1 && BORROW(base[0]) == tstate->interp->callable_cache.list_append
+               && !PyStackRef_IsNull(base[1]) && PyList_Check(self_o))) {
+        int err = _PyList_AppendTakeRef((PyListObject *)self_o, PyStackRef_AsPyObjectSteal(base[2]));
+        _PyStackRef self = base[1], callable = base[0];
+        stack_pointer = base;
+        if (PyStackRef_RefcountOnObject(self) || PyStackRef_RefcountOnObject(callable)) {
+            ESCAPE();
+            PyStackRef_CLOSE(self);
+            PyStackRef_CLOSE(callable);
+        }
+        if (UNLIKELY(err)) {
+            ESCAPE();
+            ERROR();
+        }
+        JUMP();
+    }
+    CALL_GENERIC();
+}
+
+/* A METH_O built-in function with one argument. */
+EMBER_STENCIL(CALL_BUILTIN_O)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    int has_self = !PyStackRef_IsNull(base[1]);
+    PyObject *callable_o = BORROW(base[0]);
+    if (LIKELY(oparg + has_self == 1 && PyCFunction_CheckExact(callable_o)
+               && PyCFunction_GET_FLAGS(callable_o) == METH_O && !_Py_ReachedRecursionLimit(tstate))) {
+        _PyStackRef arg = base[2 - has_self];
+        ESCAPE();
+        PyObject *res = _PyCFunction_TrampolineCall(PyCFunction_GET_FUNCTION(callable_o),
+                                                    PyCFunction_GET_SELF(callable_o), BORROW(arg));
+        stack_pointer = base;
+        SYNC_SP();
+        PyStackRef_CLOSE(arg);
+        PyStackRef_CLOSE(base[0]);
+        CALL_RESULT(res);
+        CALL_CHECK_PERIODIC();
+        CONTINUE();
+    }
+    CALL_GENERIC();
+}
+
+/* The calls through an argument array (ember_call_cfast). */
+#define CALL_WITH_ARRAY(KIND)                                                  \
+    do {                                                                       \
+        ESCAPE();                                                              \
+        PyObject *res_ = ember_call_cfast(frame, base, oparg, (KIND));         \
+        stack_pointer = base;                                                  \
+        CALL_RESULT(res_);                                                     \
+        CALL_CHECK_PERIODIC();                                                 \
+        CONTINUE();                                                            \
+    } while (0)
+
+/* A METH_FASTCALL built-in function. */
+EMBER_STENCIL(CALL_BUILTIN_FAST)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    PyObject *callable_o = BORROW(base[0]);
+    if (LIKELY(PyCFunction_CheckExact(callable_o) && PyCFunction_GET_FLAGS(callable_o) == METH_FASTCALL)) {
+        CALL_WITH_ARRAY(CFAST_BUILTIN);
+    }
+    CALL_GENERIC();
+}
+
+/* A METH_FASTCALL | METH_KEYWORDS built-in function, without keywords. */
+EMBER_STENCIL(CALL_BUILTIN_FAST_WITH_KEYWORDS)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    PyObject *callable_o = BORROW(base[0]);
+    if (LIKELY(PyCFunction_CheckExact(callable_o)
+               && PyCFunction_GET_FLAGS(callable_o) == (METH_FASTCALL | METH_KEYWORDS))) {
+        CALL_WITH_ARRAY(CFAST_BUILTIN_KW);
+    }
+    CALL_GENERIC();
+}
+
+/* A class with a vectorcall constructor (range, float, list, ...). */
+EMBER_STENCIL(CALL_BUILTIN_CLASS)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    PyObject *callable_o = BORROW(base[0]);
+    if (LIKELY(PyType_Check(callable_o) && ((PyTypeObject *)callable_o)->tp_vectorcall != NULL)) {
+        CALL_WITH_ARRAY(CFAST_CLASS);
+    }
+    CALL_GENERIC();
+}
+
+/* The method descriptor at base[0] takes `flags`, and the first argument
+ * (self) is exactly of its class. */
+static inline __attribute__((always_inline)) int
+descr_call_ok(PyObject *callable_o, int flags, _PyStackRef self)
+{
+    if (!Py_IS_TYPE(callable_o, &PyMethodDescr_Type)) {
+        return 0;
+    }
+    PyMethodDescrObject *descr = (PyMethodDescrObject *)callable_o;
+    return descr->d_method->ml_flags == flags && Py_IS_TYPE(BORROW(self), descr->d_common.d_type);
+}
+
+/* obj.method() of a METH_NOARGS method descriptor. */
+EMBER_STENCIL(CALL_METHOD_DESCRIPTOR_NOARGS)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    int has_self = !PyStackRef_IsNull(base[1]);
+    PyObject *callable_o = BORROW(base[0]);
+    _PyStackRef *args = base + 2 - has_self;
+    if (LIKELY(oparg + has_self == 1 && descr_call_ok(callable_o, METH_NOARGS, args[0])
+               && !_Py_ReachedRecursionLimit(tstate))) {
+        PyCFunction cfunc = ((PyMethodDescrObject *)callable_o)->d_method->ml_meth;
+        ESCAPE();
+        PyObject *res = _PyCFunction_TrampolineCall(cfunc, BORROW(args[0]), NULL);
+        CLOSE_CALL_INPUTS(base, oparg);
+        CALL_RESULT(res);
+        CALL_CHECK_PERIODIC();
+        CONTINUE();
+    }
+    CALL_GENERIC();
+}
+
+/* obj.method(x) of a METH_O method descriptor. */
+EMBER_STENCIL(CALL_METHOD_DESCRIPTOR_O)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    int has_self = !PyStackRef_IsNull(base[1]);
+    PyObject *callable_o = BORROW(base[0]);
+    _PyStackRef *args = base + 2 - has_self;
+    if (LIKELY(oparg + has_self == 2 && descr_call_ok(callable_o, METH_O, args[0])
+               && !_Py_ReachedRecursionLimit(tstate))) {
+        PyCFunction cfunc = ((PyMethodDescrObject *)callable_o)->d_method->ml_meth;
+        ESCAPE();
+        PyObject *res = _PyCFunction_TrampolineCall(cfunc, BORROW(args[0]), BORROW(args[1]));
+        CLOSE_CALL_INPUTS(base, oparg);
+        CALL_RESULT(res);
+        CALL_CHECK_PERIODIC();
+        CONTINUE();
+    }
+    CALL_GENERIC();
+}
+
+/* obj.method(...) of a METH_FASTCALL method descriptor. */
+EMBER_STENCIL(CALL_METHOD_DESCRIPTOR_FAST)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    int has_self = !PyStackRef_IsNull(base[1]);
+    PyObject *callable_o = BORROW(base[0]);
+    _PyStackRef *args = base + 2 - has_self;
+    if (LIKELY(oparg + has_self != 0 && descr_call_ok(callable_o, METH_FASTCALL, args[0]))) {
+        CALL_WITH_ARRAY(CFAST_DESCR);
+    }
+    CALL_GENERIC();
+}
+
+/* obj.method(...) of a METH_FASTCALL | METH_KEYWORDS method descriptor,
+ * without keywords. */
+EMBER_STENCIL(CALL_METHOD_DESCRIPTOR_FAST_WITH_KEYWORDS)
+{
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    int has_self = !PyStackRef_IsNull(base[1]);
+    PyObject *callable_o = BORROW(base[0]);
+    _PyStackRef *args = base + 2 - has_self;
+    if (LIKELY(oparg + has_self != 0 && descr_call_ok(callable_o, METH_FASTCALL | METH_KEYWORDS, args[0]))) {
+        CALL_WITH_ARRAY(CFAST_DESCR_KW);
+    }
+    CALL_GENERIC();
+}

@@ -1,0 +1,1128 @@
+"""Differential tests of the specialised stencils (stencils/c/fast.c).
+
+Tier 1 compiles the interpreter's quickened bytecode, so a function only
+gets the specialised stencils after the interpreter has warmed it up. Each
+snippet therefore runs, besides stock CPython and difftest's configurations,
+under "tier1-warm": functions compile at their WARM_CALLS-th call, after
+warming up in the interpreter. The snippets call their functions more often
+than that with the types the caches expect, then break the guards (another
+type, a class or dict modified after compilation, a global rebound, a
+builtin shadowed, ...): output, tracebacks and exit codes must match stock
+CPython's throughout.
+
+Under tier1-warm the snippet also writes, for each of its functions, the
+stencils its compiled code uses (an exit hook reads ember.dis; stdout is not
+touched), and the test asserts that the specialised stencils it exercises
+were really there. The in-process tests at the end check the same with
+ember.pin after a warm-up in the interpreter.
+"""
+
+import ast
+import io
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+
+import difftest
+from difftest import Config
+
+WARM_CALLS = 10
+
+# Run at exit (also after an uncaught exception) under tier1-warm: each
+# function's stencils, to FASTPATH_REPORT.
+_REPORT = r'''
+import builtins, ember, io, os, re, types
+with builtins.open(os.environ["FASTPATH_REPORT"], "w") as f:
+    for name, fn in builtins.list(_g.items()):
+        if builtins.isinstance(fn, types.FunctionType) and fn.__module__ == "__main__":
+            out = io.StringIO()
+            ember.dis(fn, file=out)
+            used = builtins.sorted(builtins.set(re.findall(r"\[stencil (\w+)\]", out.getvalue())))
+            f.write(name + " " + " ".join(used) + "\n")
+'''
+
+# Prepended to every snippet (lambdas and exec'd code are not functions the
+# harness expects to see called). The report runs in a namespace of its own
+# and takes builtins from the module: snippets shadow and patch names.
+_HEADER = f"""\
+import atexit as _atexit, os as _os
+if _os.environ.get("FASTPATH_REPORT"):
+    _atexit.register(lambda: exec({_REPORT!r}, {{"_g": globals()}}))
+"""
+
+
+def check(source, expect, *, eager=True, **kwargs):
+    """difftest.check over the standard configurations plus tier1-warm;
+    `expect` maps function names to stencils their compiled code must use.
+    eager=False leaves out tier1-eager, for behaviour in which CPython's
+    specialised instruction differs from its generic one: code compiled
+    before any specialisation keeps the generic behaviour, as the
+    interpreter would if it never specialised (see the report)."""
+    fd, report = tempfile.mkstemp(prefix="ember-fastpath-", suffix=".txt")
+    os.close(fd)
+    try:
+        warm = Config("tier1-warm", {"EMBER": "1", "EMBER_TIER1_THRESHOLD": str(WARM_CALLS),
+                                     "FASTPATH_REPORT": report})
+        source = _HEADER + textwrap.dedent(source)
+        configs = [c for c in difftest.EMBER_CONFIGS if eager or c.name != "tier1-eager"]
+        stock = difftest.check(source, configs=configs + [warm], **kwargs)
+        with open(report, encoding="utf-8") as f:
+            used = {line.split()[0]: set(line.split()[1:]) for line in f if line.strip()}
+    finally:
+        os.unlink(report)
+    for func, stencils in expect.items():
+        assert func in used, f"{func} is not a function of the snippet"
+        missing = set(stencils) - used[func]
+        assert not missing, f"{func}: compiled without {sorted(missing)}; used {sorted(used[func])}"
+    return stock
+
+
+# ---- Attribute loads --------------------------------------------------
+
+
+def test_load_attr_instance_value_and_slot():
+    out = check("""
+        class P:
+            def __init__(self, x, y):
+                self.x = x
+                self.y = y
+
+        class Q:
+            def __init__(self):
+                self.y = "q.y"
+                self.x = "q.x"
+
+        class S:
+            __slots__ = ("a", "b")
+            def __init__(self, a):
+                self.a = a
+
+        def get_x(p):
+            return p.x
+
+        def get_a(s):
+            return s.a
+
+        def call_attr(p):
+            return p.x()
+
+        for i in range(20):
+            get_x(P(i, 0)); get_a(S(i)); call_attr(P(lambda: 1, 0))
+        print(get_x(P(1, 2)), get_a(S("slot")), call_attr(P(lambda: "called", 0)))
+
+        # Another class with the attribute at another offset.
+        print(get_x(Q()))
+        # An attribute deleted from the instance: the error of the generic path.
+        p = P(1, 2)
+        del p.x
+        try:
+            get_x(p)
+        except AttributeError as e:
+            print("AttributeError:", e)
+        # The class modified after compilation: a property takes over.
+        p5 = P(5, 6)
+        P.x = property(lambda self: "property")
+        print(get_x(p5))
+        del P.x
+        print(get_x(P(7, 8)))
+        # The instance's values moved to a dict.
+        p = P(9, 10)
+        p.__dict__ = {"x": "from dict"}
+        print(get_x(p))
+        # An unset slot, a slot from another class.
+        s = S(1)
+        del s.a
+        try:
+            get_a(s)
+        except AttributeError as e:
+            print("AttributeError:", e)
+        class S2:
+            __slots__ = ("b", "a")
+        s2 = S2()
+        s2.a = "other slots"
+        print(get_a(s2))
+        print(get_a(type("T", (), {"a": "class attr"})()))
+        # Not callable any more.
+        try:
+            call_attr(P(3, 4))
+        except TypeError as e:
+            print("TypeError:", e)
+        get_x(None)
+    """, {"get_x": {"LOAD_ATTR_INSTANCE_VALUE"}, "get_a": {"LOAD_ATTR_SLOT"},
+          "call_attr": {"LOAD_ATTR_INSTANCE_VALUE"}}, returncode=1)
+    assert "1 slot called" in out.stdout and "q.x" in out.stdout
+    assert "AttributeError: 'P' object has no attribute 'x'" in out.stdout
+    assert "property\n7\nfrom dict\n" in out.stdout and "other slots\nclass attr\n" in out.stdout
+    assert "AttributeError: 'NoneType' object has no attribute 'x'" in out.stderr
+
+
+def test_load_attr_methods():
+    out = check("""
+        class A:
+            def __init__(self):
+                self.v = 1
+            def m(self):
+                return "A.m"
+
+        class B:
+            __slots__ = ()
+            def m(self):
+                return "B.m"
+
+        class MyInt(int):
+            def m(self):
+                return f"MyInt.m {int(self)}"
+
+        def call_a(o):
+            return o.m()
+
+        def call_b(o):
+            return o.m()
+
+        def call_lazy(o):
+            return o.m()
+
+        def upper(s):
+            return s.upper()
+
+        for i in range(20):
+            call_a(A()); call_b(B()); call_lazy(MyInt(i)); upper("x")
+        print(call_a(A()), call_b(B()), call_lazy(MyInt(3)), upper("abc"))
+
+        # An instance attribute shadowing the method (shared keys change).
+        a = A()
+        a.m = lambda: "shadowed"
+        print(call_a(a), call_a(A()))
+        # The method replaced on the class (the originals kept alive).
+        originals = (A.m, B.m)
+        A.m = lambda self: "replaced"
+        print(call_a(A()))
+        B.m = lambda self: "B replaced"
+        print(call_b(B()))
+        # The lazily created __dict__ exists now and shadows the method.
+        x = MyInt(5)
+        x.m = lambda: "instance dict"
+        print(call_lazy(x), call_lazy(MyInt(6)))
+        # Other types at the same sites.
+        print(call_b(A()), upper(b"bytes"))
+        class U(str):
+            def upper(self):
+                return "U.upper"
+        print(upper(U("u")))
+        try:
+            call_a(42)
+        except AttributeError as e:
+            print("AttributeError:", e)
+    """, {"call_a": {"LOAD_ATTR_METHOD_WITH_VALUES"}, "call_b": {"LOAD_ATTR_METHOD_NO_DICT"},
+          "call_lazy": {"LOAD_ATTR_METHOD_LAZY_DICT"}, "upper": {"LOAD_ATTR_METHOD_NO_DICT"}})
+    assert "A.m B.m MyInt.m 3 ABC" in out.stdout and "shadowed A.m\nreplaced\nB replaced\n" in out.stdout
+    assert "instance dict MyInt.m 6" in out.stdout and "U.upper" in out.stdout
+    assert "AttributeError: 'int' object has no attribute 'm'" in out.stdout
+
+
+def test_load_attr_class_and_nondescriptor():
+    out = check("""
+        class Meta(type):
+            pass
+
+        class K:
+            CONST = "K.CONST"
+            def f(x):
+                return ("K.f", x)
+
+        class M(metaclass=Meta):
+            CONST = "M.CONST"
+
+        class Inst:
+            CONST = "Inst.CONST"
+            def __init__(self):
+                self.v = 1
+
+        class NoDict:
+            __slots__ = ()
+            CONST = "NoDict.CONST"
+
+        def class_const(k):
+            return k.CONST
+
+        def class_call(k):
+            return k.f(1)
+
+        def meta_const(m):
+            return m.CONST
+
+        def inst_const(o):
+            return o.CONST
+
+        def nodict_const(o):
+            return o.CONST
+
+        for i in range(20):
+            class_const(K); class_call(K); meta_const(M); inst_const(Inst()); nodict_const(NoDict())
+        print(class_const(K), class_call(K), meta_const(M), inst_const(Inst()), nodict_const(NoDict()))
+
+        K.CONST = "K.CONST rebound"
+        print(class_const(K), class_const(M))
+        original_f = K.f
+        K.f = staticmethod(lambda x: ("static", x))
+        print(class_call(K))
+        # The metaclass grows a data descriptor of the same name: it wins.
+        Meta.CONST = property(lambda cls: "Meta property")
+        print(meta_const(M))
+        # An instance attribute shadowing the class attribute.
+        o = Inst()
+        o.CONST = "instance CONST"
+        print(inst_const(o), inst_const(Inst()))
+        Inst.CONST = "Inst.CONST rebound"
+        print(inst_const(Inst()))
+        NoDict.CONST = "NoDict.CONST rebound"
+        print(nodict_const(NoDict()), nodict_const(Inst()))
+        del K.CONST
+        try:
+            class_const(K)
+        except AttributeError as e:
+            print("AttributeError:", e)
+    """, {"class_const": {"LOAD_ATTR_CLASS"}, "class_call": {"LOAD_ATTR_CLASS"},
+          "meta_const": {"LOAD_ATTR_CLASS_WITH_METACLASS_CHECK"},
+          "inst_const": {"LOAD_ATTR_NONDESCRIPTOR_WITH_VALUES"},
+          "nodict_const": {"LOAD_ATTR_NONDESCRIPTOR_NO_DICT"}})
+    assert "K.CONST ('K.f', 1) M.CONST Inst.CONST NoDict.CONST" in out.stdout
+    assert "Meta property" in out.stdout and "instance CONST Inst.CONST\n" in out.stdout
+    assert "AttributeError: type object 'K' has no attribute 'CONST'" in out.stdout
+
+
+def test_load_attr_module():
+    out = check("""
+        import types
+        mod = types.ModuleType("mod")
+        mod.value = "first"
+        mod.other = 0
+
+        def get(m):
+            return m.value
+
+        def call(m):
+            return m.func("arg")
+
+        mod.func = lambda a: ("func", a)
+        for i in range(20):
+            get(mod); call(mod)
+        print(get(mod), call(mod))
+        mod.value = "rebound"          # same keys: the new value
+        print(get(mod))
+        mod.added = 1                  # the keys change
+        print(get(mod))
+        del mod.value
+        try:
+            get(mod)
+        except AttributeError as e:
+            print("AttributeError:", e)
+        class Sub(types.ModuleType):
+            @property
+            def value(self):
+                return "module subclass property"
+        print(get(Sub("sub")))
+        class NotModule:
+            value = "not a module"
+        print(get(NotModule()))
+        import math
+        print(get(types.SimpleNamespace(value=math.pi)))
+    """, {"get": {"LOAD_ATTR_MODULE"}, "call": {"LOAD_ATTR_MODULE"}})
+    assert "first ('func', 'arg')\nrebound\nrebound\n" in out.stdout
+    assert "AttributeError: module 'mod' has no attribute 'value'" in out.stdout
+    assert "module subclass property\nnot a module\n3.14159" in out.stdout
+
+
+def test_store_attr_with_hint():
+    # Instances whose attributes live in a real dict (assigned __dict__).
+    # (3.14 quickens the store, not the load, for these.)
+    out = check("""
+        class H:
+            def __init__(self, **kw):
+                self.__dict__ = dict(kw)
+
+        class P:
+            def __init__(self):
+                self.x = "inline x"
+
+        def get(o):
+            return o.x
+
+        def put(o, v):
+            o.x = v
+
+        for i in range(20):
+            h = H(x=i, y=0); put(h, get(h) + 1)
+        h = H(x=1, y=2)
+        put(h, "stored")
+        print(get(h), vars(h))
+        # Another position in the dict, values inline, the key missing.
+        h2 = H(y=1, x=2)
+        put(h2, "other slot")
+        print(get(h2), vars(h2))
+        p = P()
+        put(p, "inline")
+        print(get(p))
+        h3 = H(y=3)
+        put(h3, "added")
+        print(get(h3), vars(h3))
+        class Key(str):
+            pass
+        h4 = H()
+        h4.__dict__[Key("x")] = "str subclass key"
+        print(get(h4))
+        put(h4, "replaced")
+        print(vars(h4))
+        try:
+            get(H(y=0))
+        except AttributeError as e:
+            print("AttributeError:", e)
+    """, {"put": {"STORE_ATTR_WITH_HINT"}})
+    assert "stored {'x': 'stored', 'y': 2}\nother slot {'y': 1, 'x': 'other slot'}\ninline\n" in out.stdout
+    assert "AttributeError: 'H' object has no attribute 'x'" in out.stdout
+
+
+# ---- Globals ----------------------------------------------------------
+
+
+def test_load_global_module_and_builtin():
+    out = check("""
+        import builtins
+        G = "global G"
+
+        def read_g():
+            return G
+
+        def call_len(x):
+            return len(x)
+
+        def read_abs():
+            return abs
+
+        for i in range(20):
+            read_g(); call_len("ab"); read_abs()
+        print(read_g(), call_len("abc"), read_abs() is abs)
+        G = "rebound G"
+        print(read_g())
+        # A global shadows the builtin, then goes away again.
+        def len(x):
+            return "shadowing len"
+        print(call_len("abc"))
+        del len
+        print(call_len("abcd"))
+        # The builtin itself rebound, then deleted.
+        saved = builtins.abs
+        builtins.abs = "rebound builtin"
+        print(read_abs())
+        del builtins.abs
+        try:
+            read_abs()
+        except NameError as e:
+            print("NameError:", e)
+        builtins.abs = saved
+        print(read_abs() is abs)
+        del G
+        read_g()
+    """, {"read_g": {"LOAD_GLOBAL_MODULE"}, "call_len": {"LOAD_GLOBAL_BUILTIN"},
+          "read_abs": {"LOAD_GLOBAL_BUILTIN"}}, returncode=1)
+    assert "global G 3 True\nrebound G\nshadowing len\n4\nrebound builtin\n" in out.stdout
+    assert "NameError: name 'abs' is not defined\nTrue\n" in out.stdout
+    assert "NameError: name 'G' is not defined" in out.stderr
+
+
+def test_load_global_other_globals():
+    # The same code object run with other globals: the cached keys version
+    # does not match them.
+    out = check("""
+        X = "module X"
+
+        def read_x():
+            return X
+
+        for i in range(20):
+            read_x()
+        print(read_x())
+        other = type(read_x)(read_x.__code__, {"X": "other X", "__builtins__": __builtins__})
+        print(other())
+        empty = type(read_x)(read_x.__code__, {"__builtins__": {}})
+        try:
+            empty()
+        except NameError as e:
+            print("NameError:", e)
+    """, {"read_x": {"LOAD_GLOBAL_MODULE"}})
+    assert out.stdout == "module X\nother X\nNameError: name 'X' is not defined\n"
+
+
+# ---- Attribute stores -------------------------------------------------
+
+
+def test_store_attr_instance_value_and_slot():
+    out = check("""
+        class P:
+            def __init__(self):
+                self.a = 0
+
+        class S:
+            __slots__ = ("a", "b")
+
+        def set_b(o, v):
+            o.b = v
+
+        def set_a(o, v):
+            o.a = v
+
+        for i in range(20):
+            p = P(); set_b(p, i); set_b(p, i + 1)
+            s = S(); set_a(s, i)
+        p = P()
+        set_b(p, "new")                      # adds the attribute
+        print(vars(p), list(vars(p)))
+        set_b(p, "again")
+        print(vars(p))
+        s = S()
+        set_a(s, "slot")
+        print(s.a)
+        # A materialised __dict__, another class, a __setattr__ added later.
+        q = P()
+        d = q.__dict__
+        set_b(q, "via dict")
+        print(d)
+        class Other:
+            pass
+        o = Other()
+        set_b(o, "other")
+        print(vars(o))
+        P.__setattr__ = lambda self, k, v: print("setattr", k, v)
+        set_b(P(), "hooked")
+        S.__setattr__ = lambda self, k, v: print("slot setattr", k, v)
+        set_a(S(), "hooked")
+        try:
+            set_b(S(), 1)
+        except AttributeError as e:
+            print("AttributeError:", e)
+        set_a(1, 2)
+    """, {"set_b": {"STORE_ATTR_INSTANCE_VALUE"}, "set_a": {"STORE_ATTR_SLOT"}}, returncode=1)
+    assert "{'a': 0, 'b': 'new'} ['a', 'b']\n{'a': 0, 'b': 'again'}\nslot\n" in out.stdout
+    assert "{'a': 0, 'b': 'via dict'}" in out.stdout and "setattr b hooked" in out.stdout
+    assert "AttributeError: 'int' object has no attribute 'a'" in out.stderr
+
+
+def test_store_attr_finaliser_order():
+    # The specialised stores release the owner before the old value.
+    out = check("""
+        class D:
+            def __init__(self, n):
+                self.n = n
+            def __del__(self):
+                print("del", self.n)
+
+        class C:
+            def __init__(self, tag):
+                self.x = D(tag)
+            def __del__(self):
+                print("del owner")
+
+        class S:
+            __slots__ = ("a",)
+            def __init__(self, tag):
+                self.a = D(tag)
+            def __del__(self):
+                print("del slots owner")
+
+        def store(tag):
+            C(tag).x = 5
+
+        def store_slot(tag):
+            S(tag).a = 5
+
+        for i in range(15):
+            store(i)
+            store_slot(i)
+    """, {"store": {"STORE_ATTR_INSTANCE_VALUE"}, "store_slot": {"STORE_ATTR_SLOT"}}, eager=False)
+    assert "del owner\ndel 14\ndel slots owner\ndel 14\n" in out.stdout
+
+
+# ---- Iteration --------------------------------------------------------
+
+
+def test_for_iter_range_list_tuple():
+    out = check("""
+        def total(it):
+            t = 0
+            for v in it:
+                t += v
+            return t
+
+        def over_range(a, b, step):
+            out = []
+            for i in range(a, b, step):
+                out.append(i)
+            return out
+
+        def over_list(xs):
+            out = []
+            for x in xs:
+                out.append(x)
+            return out
+
+        def mutate(xs):
+            out = []
+            for x in xs:
+                out.append(x)
+                if x == 2:
+                    xs.append(99)
+                if x == 99:
+                    xs.append(100)
+                if x == 100:
+                    del xs[:]
+            return out
+
+        def over_tuple(t):
+            out = 0
+            for x in t:
+                out = out * 10 + x
+            return out
+
+        for i in range(20):
+            over_range(0, 5, 1); over_list([1, 5]); over_tuple((1, 2)); total([1, 2]); mutate([0])
+        print(over_range(250, 270, 3), over_range(10, -10, -7), over_range(2**40, 2**40 + 3, 1))
+        print(over_range(0, 0, 1), over_range(-8, -3, 1))
+        print(over_list([1, 2, 3, 4]), over_list([]), mutate([1, 2, 3]), mutate([2, 5]))
+        print(over_tuple((1, 2, 3)), over_tuple(()))
+        # Other iterables at the same sites.
+        print(over_list((7, 8)), over_list(x for x in [1, 2, 3, 4]), over_tuple([4, 5]))
+        print(total(range(5)), total({1: 0, 2: 0}), total(iter([1, 2])))
+        class Broken:
+            def __iter__(self):
+                return self
+            def __next__(self):
+                raise ValueError("broken iterator")
+        try:
+            total(Broken())
+        except ValueError as e:
+            print("ValueError:", e)
+        total(5)
+    """, {"over_range": {"FOR_ITER_RANGE"}, "over_list": {"FOR_ITER_LIST"}, "mutate": {"FOR_ITER_LIST"},
+          "over_tuple": {"FOR_ITER_TUPLE"}, "total": {"FOR_ITER_LIST"}}, returncode=1)
+    assert "[250, 253, 256, 259, 262, 265, 268] [10, 3, -4]" in out.stdout
+    assert "[1, 2, 3, 4] [] [1, 2, 3, 99, 100] [2, 5, 99, 100]" in out.stdout
+    assert "[7, 8] [1, 2, 3, 4] 45" in out.stdout and "ValueError: broken iterator" in out.stdout
+    assert "TypeError: 'int' object is not iterable" in out.stderr
+
+
+def test_for_iter_list_break_and_reuse():
+    out = check("""
+        import gc
+        def first_big(xs, limit):
+            for x in xs:
+                if x > limit:
+                    return x
+            return None
+
+        def drain(it):
+            n = 0
+            for x in it:
+                n += 1
+            for x in it:
+                n += 100
+            return n
+
+        for i in range(20):
+            first_big([1, 5, 9], 4); drain(iter([1, 2]))
+        print(first_big([1, 5, 9], 8), first_big([1, 2], 5), drain(iter([1, 2, 3])), drain(iter((1,))))
+        it = iter([1, 2, 3])
+        print(next(it), drain(it), list(it))
+    """, {"first_big": {"FOR_ITER_LIST"}, "drain": {"FOR_ITER_LIST"}})
+    assert out.stdout == "9 None 3 1\n1 2 []\n"
+
+
+# ---- Comparisons and membership ---------------------------------------
+
+
+def test_compare_float_and_str():
+    out = check("""
+        def cmp_all(a, b):
+            return (a < b, a <= b, a == b, a != b, a > b, a >= b)
+
+        def lt(a, b):
+            if a < b:
+                return "lt"
+            return "not lt"
+
+        def eq(a, b):
+            return a == b, a != b
+
+        nan = float("nan")
+        for i in range(20):
+            cmp_all(1.5, 2.5); lt(1.0, 2.0); eq("a", "b")
+        print(cmp_all(1.5, 2.5), cmp_all(2.5, 2.5), cmp_all(3.5, 2.5))
+        print(cmp_all(nan, 1.0), cmp_all(nan, nan), cmp_all(-0.0, 0.0))
+        print(lt(1.0, 2.0), lt(float("inf"), 1e308))
+        print(eq("abc", "abc"), eq("abc", "abd"), eq("é", "é"), eq("", ""))
+        # Other types at the same sites.
+        print(cmp_all(1, 2.5), cmp_all(2.5, 2), cmp_all("a", "b"), lt(1, 2))
+        print(eq(1, 1.0), eq(b"x", b"x"), eq("x", b"x"))
+        class Weird(str):
+            def __eq__(self, other):
+                return "weird eq"
+            def __ne__(self, other):
+                return 0
+            __hash__ = str.__hash__
+        print(eq(Weird("a"), "a"))
+        class Bad:
+            def __lt__(self, other):
+                raise RuntimeError("no order")
+        try:
+            lt(Bad(), 1.0)
+        except RuntimeError as e:
+            print("RuntimeError:", e)
+        lt(1.0, "x")
+    """, {"cmp_all": {"COMPARE_OP_FLOAT"}, "lt": {"COMPARE_OP_FLOAT"}, "eq": {"COMPARE_OP_STR"}},
+        returncode=1)
+    assert "(False, False, False, True, False, False)" in out.stdout
+    assert "('weird eq', 0)" in out.stdout and "RuntimeError: no order" in out.stdout
+    assert "TypeError: '<' not supported between instances of 'float' and 'str'" in out.stderr
+
+
+def test_contains_set_and_dict():
+    out = check("""
+        def in_set(x, s):
+            return x in s, x not in s
+
+        def in_dict(x, d):
+            return x in d, x not in d
+
+        for i in range(20):
+            in_set(i, {1, 2}); in_dict(i, {1: 2})
+        print(in_set(1, {1, 2}), in_set(3, frozenset({1})), in_set(frozenset({1}), {frozenset({1})}))
+        print(in_set({1}, {frozenset({1})}))
+        print(in_dict(1, {1: 2}), in_dict("k", {}), in_dict(1.0, {1: 0}))
+        class MySet(set):
+            def __contains__(self, x):
+                return "custom"
+        print(in_set(1, MySet()), in_set(1, [1]), in_dict("a", "abc"), in_dict(1, [2]))
+        class BadHash:
+            def __hash__(self):
+                raise KeyError("bad hash")
+        for f in (in_set, in_dict):
+            try:
+                f(BadHash(), {1: 1} if f is in_dict else {1})
+            except KeyError as e:
+                print("KeyError:", e)
+            try:
+                f([], {1: 1} if f is in_dict else {1})
+            except TypeError as e:
+                print("TypeError:", e)
+        in_set(1, 5)
+    """, {"in_set": {"CONTAINS_OP_SET"}, "in_dict": {"CONTAINS_OP_DICT"}}, returncode=1)
+    assert "(True, False) (False, True) (True, False)\n(True, False)\n" in out.stdout
+    assert "TypeError: cannot use 'list' as a set element (unhashable type: 'list')" in out.stdout
+    assert "TypeError: argument of type 'int' is not a container or iterable" in out.stderr \
+        or "TypeError: argument of type 'int' is not iterable" in out.stderr
+
+
+# ---- Subscript stores -------------------------------------------------
+
+
+def test_store_subscr_list_and_dict():
+    out = check("""
+        def set_item(c, k, v):
+            c[k] = v
+            return c
+
+        def set_key(d, k, v):
+            d[k] = v
+            return d
+
+        for i in range(20):
+            set_item([0, 0], 1, i); set_key({}, i, i)
+        print(set_item([1, 2, 3], 0, "a"), set_key({"a": 1}, "b", 2))
+        # Negative, out of range, a bool, a big int; other containers.
+        print(set_item([1, 2, 3], -1, "neg"), set_item([1, 2], True, "bool"))
+        for k in (5, 2**70):
+            try:
+                set_item([1, 2], k, 0)
+            except IndexError as e:
+                print("IndexError:", e)
+        print(set_item({}, 0, "dict"), set_key([0], 0, "list"))
+        class L(list):
+            def __setitem__(self, k, v):
+                print("L.__setitem__", k, v)
+        class Dd(dict):
+            def __setitem__(self, k, v):
+                print("Dd.__setitem__", k, v)
+        set_item(L([1]), 0, 1); set_key(Dd(), 1, 2)
+        try:
+            set_key({}, [], 1)
+        except TypeError as e:
+            print("TypeError:", e)
+        set_item((1,), 0, 2)
+    """, {"set_item": {"STORE_SUBSCR_LIST_INT"}, "set_key": {"STORE_SUBSCR_DICT"}}, returncode=1)
+    assert "['a', 2, 3] {'a': 1, 'b': 2}\n[1, 2, 'neg'] [1, 'bool']\n" in out.stdout
+    assert "IndexError: list assignment index out of range\nIndexError: cannot fit 'int'" in out.stdout
+    assert "L.__setitem__ 0 1\nDd.__setitem__ 1 2\nTypeError: cannot use 'list' as a dict key" in out.stdout
+    assert "TypeError: 'tuple' object does not support item assignment" in out.stderr
+
+
+def test_store_subscr_list_finaliser_order():
+    out = check("""
+        class D:
+            def __init__(self, n):
+                self.n = n
+            def __del__(self):
+                print("del", self.n)
+
+        def replace(tag):
+            [D(tag), D("other")][0] = 5
+
+        for i in range(15):
+            replace(i)
+    """, {"replace": {"STORE_SUBSCR_LIST_INT"}}, eager=False)
+    assert out.stdout.endswith("del other\ndel 14\n")
+
+
+# ---- Calls ------------------------------------------------------------
+
+
+def test_call_len_isinstance_type_str_tuple():
+    out = check("""
+        def size(x):
+            return len(x)
+
+        def check_type(x, cls):
+            return isinstance(x, cls)
+
+        def kinds(x):
+            return type(x), str(x), tuple(x)
+
+        for i in range(20):
+            size([1]); check_type(i, int); kinds([i])
+        print(size([1, 2]), size("abc"), size({}), check_type(1, int), check_type(1, (str, bytes)))
+        print(kinds([1, 2]), kinds("ab"))
+        class Meta(type):
+            def __instancecheck__(cls, obj):
+                return obj == "magic"
+        class Magic(metaclass=Meta):
+            pass
+        print(check_type("magic", Magic), check_type("plain", Magic))
+        class Sized:
+            def __len__(self):
+                return -1
+        for bad in (5, Sized()):
+            try:
+                size(bad)
+            except (TypeError, ValueError) as e:
+                print(type(e).__name__ + ":", e)
+        try:
+            check_type(1, 2)
+        except TypeError as e:
+            print("TypeError:", e)
+        class Bad:
+            def __str__(self):
+                raise RuntimeError("no str")
+            def __iter__(self):
+                raise RuntimeError("no iter")
+        for f in (str, tuple):
+            try:
+                f(Bad())
+            except RuntimeError as e:
+                print("RuntimeError:", e)
+        try:
+            kinds(Bad())
+        except RuntimeError as e:
+            print("RuntimeError:", e)
+        # Shadowed at the call sites.
+        len = lambda x: "shadow len"
+        isinstance = lambda x, c: "shadow isinstance"
+        type = lambda x: "shadow type"
+        print(size([]), check_type(1, int), kinds((1,)))
+        del len, isinstance, type
+        import builtins
+        saved, builtins.str = builtins.str, lambda x: "patched str"
+        print(kinds((1,)))
+        builtins.str = saved
+    """, {"size": {"CALL_LEN"}, "check_type": {"CALL_ISINSTANCE"},
+          "kinds": {"CALL_TYPE_1", "CALL_STR_1", "CALL_TUPLE_1"}})
+    assert "2 3 0 True False\n" in out.stdout and "True False\n" in out.stdout
+    assert "TypeError: object of type 'int' has no len()\nValueError: __len__() should return >= 0" in out.stdout
+    assert "TypeError: isinstance() arg 2 must be a type, a tuple of types, or a union" in out.stdout
+    assert "shadow len shadow isinstance ('shadow type', '(1,)', (1,))" in out.stdout
+    assert "(<class 'tuple'>, 'patched str', (1,))" in out.stdout
+
+
+def test_call_list_append():
+    out = check("""
+        def add(xs, v):
+            xs.append(v)
+            return xs
+
+        for i in range(20):
+            add([], i)
+        print(add([1], 2))
+        class L(list):
+            pass
+        print(add(L([1]), "sub"))
+        class Appender:
+            def append(self, v):
+                print("Appender.append", v)
+                return "ignored"
+        add(Appender(), 3)
+        class L2(list):
+            def append(self, v):
+                print("L2.append", v)
+        print(add(L2(), 4))
+        try:
+            add((1,), 5)
+        except AttributeError as e:
+            print("AttributeError:", e)
+        class D:
+            def __del__(self):
+                print("list died")
+        add([D()], 1)
+        print("after")
+    """, {"add": {"CALL_LIST_APPEND"}})
+    assert "[1, 2]\n[1, 'sub']\nAppender.append 3\nL2.append 4\n[]\n" in out.stdout
+    assert out.stdout.endswith("list died\nafter\n")
+
+
+def test_call_builtins_and_method_descriptors():
+    out = check("""
+        def absolute(x):
+            return abs(x)
+
+        def quot(a, b):
+            return divmod(a, b)
+
+        def strip_upper(s):
+            return s.upper(), ",".join([s, s]), s.startswith("ab"), s.count("a")
+
+        def lookup(d, k):
+            return d.get(k), d.get(k, "default")
+
+        for i in range(20):
+            absolute(-i); quot(7, 2); strip_upper("a,b"); lookup({1: 2}, 1)
+        print(absolute(-3), absolute(2.5), quot(7, 2), strip_upper("ab,ca"), lookup({1: 2}, 3))
+        try:
+            absolute("x")
+        except TypeError as e:
+            print("TypeError:", e)
+        try:
+            quot(1, 0)
+        except ZeroDivisionError as e:
+            print("ZeroDivisionError:", e)
+        try:
+            lookup({}, [])
+        except TypeError as e:
+            print("TypeError:", e)
+        # Another self type for the method descriptors, another callable.
+        class S(str):
+            def upper(self):
+                return "S.upper"
+        print(strip_upper(S("a,a")), strip_upper(S("x")))
+        print(lookup(type("G", (), {"get": lambda self, *a: ("G.get", a)})(), 1))
+        abs = lambda x: ("shadow abs", x)
+        divmod = max
+        print(absolute(-1), quot(3, 4))
+        try:
+            strip_upper(None)
+        except AttributeError as e:
+            print("AttributeError:", e)
+    """, {"absolute": {"CALL_BUILTIN_O"}, "quot": {"CALL_BUILTIN_FAST"},
+          "strip_upper": {"CALL_METHOD_DESCRIPTOR_NOARGS", "CALL_METHOD_DESCRIPTOR_O",
+                          "CALL_METHOD_DESCRIPTOR_FAST"},
+          "lookup": {"CALL_METHOD_DESCRIPTOR_FAST"}})
+    assert "3 2.5 (3, 1) ('AB,CA', 'ab,ca,ab,ca', True, 2) (None, 'default')" in out.stdout
+    assert "TypeError: bad operand type for abs(): 'str'" in out.stdout
+    assert "ZeroDivisionError: division by zero" in out.stdout
+    assert "('S.upper', 'a,a,a,a', False, 2)" in out.stdout and "('G.get', (1,))" in out.stdout
+    assert "('shadow abs', -1) 4\n" in out.stdout
+
+
+def test_call_builtin_classes_and_keyword_functions():
+    out = check("""
+        def build(n, x):
+            return list(range(n)), float(x), frozenset((n, n))
+
+        def order(xs):
+            return sorted(xs), max(xs[0], xs[-1])
+
+        def words(s):
+            return s.split(","), s.rsplit(",", 1)
+
+        for i in range(20):
+            build(i, i); order([i, 1]); words("a,b")
+        print(build(3, "2.5"), order([3, 1, 2]), words("x,y,z"))
+        for bad in ((1.5, 0), (2, "nan?")):
+            try:
+                build(*bad)
+            except (TypeError, ValueError) as e:
+                print(type(e).__name__ + ":", e)
+        try:
+            order([1, "a"])
+        except TypeError as e:
+            print("TypeError:", e)
+        try:
+            words(b"a,b")
+        except TypeError as e:
+            print("TypeError:", e)
+        class R:
+            def split(self, sep, maxsplit=-1):
+                return ("R.split", sep, maxsplit)
+            rsplit = split
+        print(words(R()))
+        class Str(str):
+            pass
+        print(words(Str("p,q")))
+        range = lambda n: ("shadow range", n)
+        sorted = reversed
+        print(build(2, 1), list(order([1, 2])[0]))
+    """, {"build": {"CALL_BUILTIN_CLASS"}, "order": {"CALL_BUILTIN_FAST_WITH_KEYWORDS"},
+          "words": {"CALL_METHOD_DESCRIPTOR_FAST_WITH_KEYWORDS"}})
+    assert "([0, 1, 2], 2.5, frozenset({3})) ([1, 2, 3], 3) (['x', 'y', 'z'], ['x,y', 'z'])" in out.stdout
+    assert "TypeError: 'float' object cannot be interpreted as an integer" in out.stdout
+    assert "(('R.split', ',', -1), ('R.split', ',', 1))" in out.stdout
+    assert "(['p', 'q'], ['p', 'q'])\n(['shadow range', 2], 1.0, frozenset({2})) [2, 1]\n" in out.stdout
+
+
+def test_call_enables_monitoring():
+    # A call at a specialised site switches line events on: the rest of the
+    # function reports its lines, as under the interpreter.
+    out = check("""
+        import sys
+        mon = sys.monitoring
+        TOOL = 3
+        lines = []
+
+        class Switch:
+            def __init__(self, on):
+                self.on = on
+            def __len__(self):
+                if self.on:
+                    mon.use_tool_id(TOOL, "test")
+                    mon.register_callback(TOOL, mon.events.LINE,
+                                          lambda code, line: lines.append((code.co_name, line)))
+                    mon.set_events(TOOL, mon.events.LINE)
+                return 1
+
+        def work(s):
+            n = len(s)
+            n += 1
+            return n
+
+        for i in range(20):
+            work(Switch(False))
+        work(Switch(True))
+        mon.set_events(TOOL, 0)
+        mon.free_tool_id(TOOL)
+        print([l for l in lines if l[0] == "work"])
+    """, {"work": {"CALL_LEN"}})
+    assert "('work'," in out.stdout
+
+
+# ---- In-process: the specialised stencils are the ones compiled -------
+
+
+class _P:
+    def __init__(self):
+        self.x = 1
+
+    def meth(self):
+        return self.x
+
+
+class _S:
+    __slots__ = ("a",)
+
+    def __init__(self):
+        self.a = 2
+
+
+_G = 3
+
+
+def _attrs(p, s):
+    p.x = p.x + s.a
+    s.a = p.meth()
+    return p.x + s.a + _G + len("ab")
+
+
+def _loops(xs, t, d, st):
+    total = 0.0
+    for i in range(3):
+        for x in xs:
+            total += x
+        for y in t:
+            total += y
+    if total > 1.5 and "a" != "b" and 1 in st and 2 in d:
+        d[2] = total
+        xs[0] = 1.0
+    xs.append(2.0)
+    xs.pop()
+    return total, isinstance(total, float), abs(-1), type(total), str(1), tuple(t)
+
+
+def _stencils(ember, func):
+    out = io.StringIO()
+    ember.dis(func, file=out)
+    return set(re.findall(r"\[stencil (\w+)\]", out.getvalue()))
+
+
+@pytest.mark.parametrize("func,args,expected", [
+    (_attrs, lambda: (_P(), _S()),
+     {"LOAD_ATTR_INSTANCE_VALUE", "STORE_ATTR_INSTANCE_VALUE", "LOAD_ATTR_SLOT", "STORE_ATTR_SLOT",
+      "LOAD_ATTR_METHOD_WITH_VALUES", "LOAD_GLOBAL_MODULE", "LOAD_GLOBAL_BUILTIN", "CALL_LEN"}),
+    (_loops, lambda: ([1.0, 2.0], (1.0,), {2: 0}, {1}),
+     {"FOR_ITER_RANGE", "FOR_ITER_LIST", "FOR_ITER_TUPLE", "COMPARE_OP_FLOAT", "COMPARE_OP_STR",
+      "CONTAINS_OP_SET", "CONTAINS_OP_DICT", "STORE_SUBSCR_DICT", "STORE_SUBSCR_LIST_INT",
+      "LOAD_ATTR_METHOD_NO_DICT", "CALL_LIST_APPEND", "CALL_METHOD_DESCRIPTOR_FAST", "CALL_ISINSTANCE",
+      "CALL_BUILTIN_O", "CALL_TYPE_1", "CALL_STR_1", "CALL_TUPLE_1"}),
+], ids=["attributes", "loops-and-calls"])
+def test_specialised_stencils_compiled_after_warmup(ember_on, func, args, expected):
+    ember = ember_on
+    ember.pin(func, 0)
+    expect = [func(*args()) for _ in range(5)]
+    assert not ember.is_compiled(func)
+    ember.pin(func, 1)
+    try:
+        got = [func(*args()) for _ in range(5)]
+        assert ember.is_compiled(func)
+        used = _stencils(ember, func)
+        assert expected <= used, f"missing {sorted(expected - used)}"
+        assert got == expect
+    finally:
+        ember.unpin(func)
+
+
+def test_generic_stencils_without_warmup(tmp_path):
+    # Compiled at the first call, before the interpreter specialised
+    # anything: the generic stencils, none of the specialised ones (a fresh
+    # process: in this one, monitoring used by other tests makes the
+    # interpreter run a code object once before it compiles).
+    script = tmp_path / "fresh.py"
+    script.write_text(textwrap.dedent("""
+        import ember, io, re
+        class P:
+            def __init__(self):
+                self.x = 1
+        def fresh(p):
+            return p.x + len("ab")
+        p = P()
+        print(fresh(p), fresh(p), ember.is_compiled(fresh))
+        out = io.StringIO()
+        ember.dis(fresh, file=out)
+        print(sorted(set(re.findall(r"\\[stencil (\\w+)\\]", out.getvalue()))))
+    """))
+    env = difftest.clean_environ({"EMBER": "1", "EMBER_TIER1_THRESHOLD": "0"})
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    first, used = proc.stdout.splitlines()
+    assert first == "3 3 True"
+    used = set(ast.literal_eval(used))
+    assert {"LOAD_ATTR", "LOAD_GLOBAL", "CALL"} <= used
+    assert not used & {"LOAD_ATTR_INSTANCE_VALUE", "LOAD_GLOBAL_BUILTIN", "CALL_LEN"}

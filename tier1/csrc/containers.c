@@ -1,0 +1,214 @@
+/* Slow paths of the container, unpacking and formatting stencils
+ * (stencils/c/containers.c).
+ *
+ * Helpers given (frame, items, n) consume the n stack items at `items` on
+ * every path: the work is done with the items still on the frame's stack,
+ * then frame->stackpointer is lowered to `items` before any of them is
+ * closed, so that a finaliser never sees a dead reference on the stack. */
+#include "../../stencils/c/ember_stencil.h"
+#include "pycore_dict.h"
+#include "pycore_interpolation.h"
+#include "pycore_setobject.h"
+#include "pycore_unicodeobject.h"
+
+static void
+close_items(_PyInterpreterFrame *frame, _PyStackRef *items, int n)
+{
+    frame->stackpointer = items;
+    for (int i = n - 1; i >= 0; i--) {
+        PyStackRef_CLOSE(items[i]);
+    }
+}
+
+/* The items as borrowed PyObject pointers, in `small` when they fit. NULL
+ * (MemoryError set) when a buffer cannot be had. */
+#define SMALL_ITEMS 16
+
+static PyObject **
+borrow_items(_PyStackRef *items, int n, PyObject **small)
+{
+    PyObject **buf = small;
+    if (n > SMALL_ITEMS) {
+        buf = PyMem_Malloc((size_t)n * sizeof(PyObject *));
+        if (buf == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        buf[i] = PyStackRef_AsPyObjectBorrow(items[i]);
+    }
+    return buf;
+}
+
+static void
+release_items(PyObject **buf, PyObject **small)
+{
+    if (buf != small) {
+        PyMem_Free(buf);
+    }
+}
+
+/* BUILD_STRING: the pieces joined. */
+PyObject *
+ember_build_string(_PyInterpreterFrame *frame, _PyStackRef *items, int n)
+{
+    PyObject *small[SMALL_ITEMS];
+    PyObject *res = NULL;
+    PyObject **buf = borrow_items(items, n, small);
+    if (buf != NULL) {
+        res = _PyUnicode_JoinArray(Py_GetConstantBorrowed(Py_CONSTANT_EMPTY_STR), buf, n);
+        release_items(buf, small);
+    }
+    close_items(frame, items, n);
+    return res;
+}
+
+/* BUILD_MAP: n/2 key, value pairs. */
+PyObject *
+ember_build_map(_PyInterpreterFrame *frame, _PyStackRef *items, int n)
+{
+    PyObject *small[SMALL_ITEMS];
+    PyObject *res = NULL;
+    PyObject **buf = borrow_items(items, n, small);
+    if (buf != NULL) {
+        res = _PyDict_FromItems(buf, 2, buf + 1, 2, n / 2);
+        release_items(buf, small);
+    }
+    close_items(frame, items, n);
+    return res;
+}
+
+/* BUILD_SET: the items added in order; after a failure the rest are only
+ * closed. */
+PyObject *
+ember_build_set(_PyInterpreterFrame *frame, _PyStackRef *items, int n)
+{
+    PyObject *set = PySet_New(NULL);
+    if (set == NULL) {
+        close_items(frame, items, n);
+        return NULL;
+    }
+    frame->stackpointer = items;
+    int err = 0;
+    for (int i = 0; i < n; i++) {
+        if (err == 0) {
+            err = _PySet_AddTakeRef((PySetObject *)set, PyStackRef_AsPyObjectSteal(items[i]));
+        }
+        else {
+            PyStackRef_CLOSE(items[i]);
+        }
+    }
+    if (err) {
+        Py_DECREF(set);
+        return NULL;
+    }
+    return set;
+}
+
+/* BUILD_SLICE: start, stop and, with n == 3, step. */
+PyObject *
+ember_build_slice(_PyInterpreterFrame *frame, _PyStackRef *items, int n)
+{
+    PyObject *step = n == 3 ? PyStackRef_AsPyObjectBorrow(items[2]) : NULL;
+    PyObject *res = PySlice_New(PyStackRef_AsPyObjectBorrow(items[0]), PyStackRef_AsPyObjectBorrow(items[1]), step);
+    close_items(frame, items, n);
+    return res;
+}
+
+/* BUILD_INTERPOLATION: value, the expression's text and, with oparg & 1,
+ * the format spec; the conversion is oparg >> 2. */
+PyObject *
+ember_build_interpolation(_PyInterpreterFrame *frame, _PyStackRef *items, int oparg)
+{
+    int has_spec = oparg & 1;
+    PyObject *spec = has_spec ? PyStackRef_AsPyObjectBorrow(items[2])
+                              : Py_GetConstantBorrowed(Py_CONSTANT_EMPTY_STR);
+    PyObject *res = _PyInterpolation_Build(PyStackRef_AsPyObjectBorrow(items[0]),
+                                           PyStackRef_AsPyObjectBorrow(items[1]), oparg >> 2, spec);
+    close_items(frame, items, 2 + has_spec);
+    return res;
+}
+
+/* STORE_SLICE: container[start:stop] = v, from (v, container, start, stop).
+ * Returns -1 on error. The slice's bounds are released first, as when the
+ * interpreter's slice (which took them over) dies. */
+int
+ember_store_slice(_PyInterpreterFrame *frame, _PyStackRef *items)
+{
+    int err = -1;
+    PyObject *slice = PySlice_New(PyStackRef_AsPyObjectBorrow(items[2]), PyStackRef_AsPyObjectBorrow(items[3]), NULL);
+    if (slice != NULL) {
+        err = PyObject_SetItem(PyStackRef_AsPyObjectBorrow(items[1]), slice, PyStackRef_AsPyObjectBorrow(items[0]));
+        Py_DECREF(slice);
+    }
+    frame->stackpointer = items;
+    PyStackRef_CLOSE(items[2]);
+    PyStackRef_CLOSE(items[3]);
+    PyStackRef_CLOSE(items[0]);
+    PyStackRef_CLOSE(items[1]);
+    return err < 0 ? -1 : 0;
+}
+
+/* LIST_EXTEND: list.extend(iterable), with the message of `[*x]`. */
+int
+ember_list_extend(PyThreadState *tstate, PyObject *list, PyObject *iterable)
+{
+    PyObject *none = _PyList_Extend((PyListObject *)list, iterable);
+    if (none != NULL) {
+        Py_DECREF(none);
+        return 0;
+    }
+    if (_PyErr_ExceptionMatches(tstate, PyExc_TypeError)
+        && Py_TYPE(iterable)->tp_iter == NULL && !PySequence_Check(iterable)) {
+        _PyErr_Clear(tstate);
+        _PyErr_Format(tstate, PyExc_TypeError, "Value after * must be an iterable, not %.200s",
+                      Py_TYPE(iterable)->tp_name);
+    }
+    return -1;
+}
+
+/* DICT_UPDATE: dict.update(update), with the message of `{**x}`. */
+int
+ember_dict_update(PyThreadState *tstate, PyObject *dict, PyObject *update)
+{
+    if (PyDict_Update(dict, update) >= 0) {
+        return 0;
+    }
+    if (_PyErr_ExceptionMatches(tstate, PyExc_AttributeError)) {
+        _PyErr_Format(tstate, PyExc_TypeError, "'%.200s' object is not a mapping", Py_TYPE(update)->tp_name);
+    }
+    return -1;
+}
+
+/* DICT_MERGE: the `**kwargs` of a call to `callable`; duplicate keywords
+ * are errors. */
+int
+ember_dict_merge(PyThreadState *tstate, PyObject *callable, PyObject *dict, PyObject *update)
+{
+    if (_PyDict_MergeEx(dict, update, 2) >= 0) {
+        return 0;
+    }
+    _PyEval_FormatKwargsError(tstate, callable, update);
+    return -1;
+}
+
+/* BINARY_OP_INPLACE_ADD_UNICODE: *target = *target + right, where left is
+ * (a reference to) *target; consumes left and right. When the local holds
+ * the only other reference, the string grows in place. NULL on error (the
+ * local is then unbound, as in the interpreter). */
+PyObject *
+ember_inplace_add_unicode(_PyStackRef *target, _PyStackRef left, _PyStackRef right)
+{
+    PyStackRef_CLOSE(left);
+    PyObject *s = PyStackRef_AsPyObjectSteal(*target);
+    *target = PyStackRef_NULL;
+    PyObject *r = PyStackRef_AsPyObjectSteal(right);
+    PyUnicode_Append(&s, r);
+    Py_DECREF(r);
+    if (s == NULL) {
+        return NULL;
+    }
+    *target = PyStackRef_FromPyObjectSteal(s);
+    return s;
+}

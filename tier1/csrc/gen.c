@@ -1,0 +1,115 @@
+/* Run-time helpers of the generator stencils (stencils/c/gen.c). */
+#include "../../stencils/c/ember_stencil.h"
+#include "pycore_genobject.h"
+#include "pycore_runtime.h"
+
+/* RETURN_GENERATOR: move `frame` (pushed by the call, owned by the thread)
+ * into a new generator, coroutine or async generator, pop it, and return
+ * the new object; its first resumption starts after this instruction. On
+ * failure: NULL with the exception set, the frame untouched. */
+PyObject *
+ember_return_generator(_PyInterpreterFrame *frame, PyThreadState *tstate)
+{
+    PyFunctionObject *func = (PyFunctionObject *)PyStackRef_AsPyObjectBorrow(frame->f_funcobj);
+    PyGenObject *gen = (PyGenObject *)_Py_MakeCoro(func);
+    if (gen == NULL) {
+        return NULL;
+    }
+    _PyInterpreterFrame *gen_frame = &gen->gi_iframe;
+    frame->instr_ptr++;
+    _PyFrame_Copy(frame, gen_frame);
+    gen->gi_frame_state = FRAME_CREATED;
+    gen_frame->owner = FRAME_OWNED_BY_GENERATOR;
+    tstate->py_recursion_remaining++;
+    tstate->current_frame = frame->previous;
+    _PyThreadState_PopFrame(tstate, frame);
+    return (PyObject *)gen;
+}
+
+/* SEND: 0 with *result the value the receiver yielded, 1 with *result the
+ * value it returned, -1 on error. The interpreter's own logic (an evaluator
+ * is installed, so it never inlines a generator's frame), except that a
+ * generator or coroutine receiver is sent to directly (am_send) rather
+ * than through its `send` method or tp_iternext and a StopIteration. */
+int
+ember_send(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *receiver, PyObject *v,
+           PyObject **result)
+{
+    PyTypeObject *type = Py_TYPE(receiver);
+    if (type == &PyGen_Type || type == &PyCoro_Type) {
+        switch (type->tp_as_async->am_send(receiver, v, result)) {
+        case PYGEN_NEXT:
+            return 0;
+        case PYGEN_RETURN:
+            return 1;
+        default:
+            return -1;
+        }
+    }
+    PyObject *res;
+    if (v == Py_None && PyIter_Check(receiver)) {
+        res = type->tp_iternext(receiver);
+    }
+    else {
+        res = PyObject_CallMethodOneArg(receiver, &_Py_ID(send), v);
+    }
+    if (res != NULL) {
+        *result = res;
+        return 0;
+    }
+    if (_PyErr_ExceptionMatches(tstate, PyExc_StopIteration)) {
+        _PyEval_MonitorRaise(tstate, frame, frame->instr_ptr);
+    }
+    if (_PyGen_FetchStopIterationValue(result) == 0) {
+        return 1;
+    }
+    return -1;
+}
+
+/* GET_AITER: obj.__aiter__(), checked as the interpreter does. New
+ * reference, or NULL with the exception set. */
+PyObject *
+ember_get_aiter(PyThreadState *tstate, PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    unaryfunc getter = type->tp_as_async != NULL ? type->tp_as_async->am_aiter : NULL;
+    if (getter == NULL) {
+        _PyErr_Format(tstate, PyExc_TypeError,
+                      "'async for' requires an object with __aiter__ method, got %.100s",
+                      type->tp_name);
+        return NULL;
+    }
+    PyObject *iter = getter(obj);
+    if (iter == NULL) {
+        return NULL;
+    }
+    PyTypeObject *itype = Py_TYPE(iter);
+    if (itype->tp_as_async == NULL || itype->tp_as_async->am_anext == NULL) {
+        _PyErr_Format(tstate, PyExc_TypeError,
+                      "'async for' received an object from __aiter__ that does not implement __anext__: %.100s",
+                      itype->tp_name);
+        Py_DECREF(iter);
+        return NULL;
+    }
+    return iter;
+}
+
+/* GET_YIELD_FROM_ITER for anything but a generator: `iterable` itself
+ * (borrowed, as it stays on the stack) for a coroutine in a coroutine,
+ * else a new iterator, or NULL with the exception set. */
+PyObject *
+ember_yield_from_iter(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *iterable)
+{
+    if (PyCoro_CheckExact(iterable)) {
+        if (!(_PyFrame_GetCode(frame)->co_flags & (CO_COROUTINE | CO_ITERABLE_COROUTINE))) {
+            _PyErr_SetString(tstate, PyExc_TypeError,
+                             "cannot 'yield from' a coroutine object in a non-coroutine generator");
+            return NULL;
+        }
+        return iterable;
+    }
+    if (PyGen_CheckExact(iterable)) {
+        return iterable;
+    }
+    return PyObject_GetIter(iterable);
+}
