@@ -3,7 +3,7 @@
 .PHONY: demo test test-full env
 
 demo:
-	dev/env python -m ember --stats benches/workloads/demo.py
+	EMBER_MAX_TIER=1 EMBER_TIER1_THRESHOLD=2 dev/env python -m ember --stats benches/workloads/demo.py
 
 test:
 	bash dev/test

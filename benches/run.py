@@ -317,7 +317,10 @@ class Steady:
                                  if int(p.rsplit("-", 1)[1][:-5]) in pids]
                         s = summarize_ember_stats(files)
                         seen = self.ember_stats.setdefault(bench.name, {}).setdefault(config, [])
-                        if not seen or (s and seen[-1] and fmt_ember_stats(s) != fmt_ember_stats(seen[-1])):
+                        def counts(x):  # what a change of is worth a line (not timings)
+                            return x and {k: v for k, v in x.items() if not k.endswith(("_ns", "frames"))}
+
+                        if not seen or counts(s) != counts(seen[-1]):
                             extra += f"\n      ember: {fmt_ember_stats(s)}"
                         seen.append(s)
                     self.progress.finish(("steady", bench.name, config),

@@ -51,7 +51,7 @@ pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
     extra_index: -1,
     records: Vec::new(),
     totals: GlobalCounters { frames: 0, code_objects_seen: 0, code_objects_freed: 0 },
-    settings: Settings { tier1_threshold: 8, max_tier: Tier::Baseline, code_limit: 512 << 20, perf_map: false },
+    settings: Settings { tier1_threshold: 8, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
     tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, code_bytes: 0, instructions: 0 },
 }));
 

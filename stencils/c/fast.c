@@ -30,8 +30,6 @@
 int ember_load_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
 /* (value, owner --): both popped and closed; 0 or -1. */
 int ember_store_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
-/* (-- res, null if oparg & 1): 0, or -1 with nothing pushed. */
-int ember_load_global_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate, int oparg);
 /* (lhs, rhs -- res): 0 with res at sp[-2], or -1 with both popped. */
 int ember_compare_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
 /* Calls base[0], of the kind below, with the call's arguments as an array
@@ -259,15 +257,16 @@ hinted_entry(PyObject *owner, uint32_t hint, PyObject *name)
 
 /* ---- LOAD_GLOBAL ----------------------------------------------------- */
 
-#define LOAD_GLOBAL_GENERIC()                                                  \
+/* A failed guard here means the globals or builtins gained or lost a key
+ * after compilation (or the code runs with other globals): compiled code
+ * cannot re-specialise, so every later execution would miss too, and the
+ * generic lookup would run in the hot path forever. The interpreter takes
+ * the frame over at this instruction instead (its own cache re-specialises;
+ * the state is exact: nothing of the instruction has happened yet). */
+#define LOAD_GLOBAL_MISS()                                                     \
     do {                                                                       \
-        int oparg_ = OPARG;                                                    \
-        ESCAPE();                                                              \
-        if (UNLIKELY(ember_load_global_slow(frame, stack_pointer, tstate, oparg_) < 0)) { \
-            ERROR();                                                           \
-        }                                                                      \
-        stack_pointer += 1 + (oparg_ & 1);                                     \
-        CONTINUE();                                                            \
+        SET_IP();                                                              \
+        DEOPT();                                                               \
     } while (0)
 
 /* The value at entry `index` of a dict whose keys have version `version`
@@ -303,23 +302,23 @@ EMBER_STENCIL(LOAD_GLOBAL_MODULE)
     if (LIKELY(res_o != NULL)) {
         LOAD_GLOBAL_RESULT(res_o);
     }
-    LOAD_GLOBAL_GENERIC();
+    LOAD_GLOBAL_MISS();
 }
 
 /* OPERAND0: keys version of the globals (the name is not there), the
- * builtins' in the high half; OPERAND1: the entry's index in the builtins. */
+ * builtins' in bits 16-31; OPERAND1: the entry's index in the builtins. */
 EMBER_STENCIL(LOAD_GLOBAL_BUILTIN)
 {
     uintptr_t versions = OPERAND0;
     PyObject *globals = frame->f_globals;
     if (LIKELY(PyDict_CheckExact(globals)
-               && ((PyDictObject *)globals)->ma_keys->dk_version == lo32(versions))) {
-        PyObject *res_o = versioned_entry(frame->f_builtins, hi32(versions), OPERAND1);
+               && ((PyDictObject *)globals)->ma_keys->dk_version == (uint16_t)versions)) {
+        PyObject *res_o = versioned_entry(frame->f_builtins, (uint16_t)(versions >> 16), OPERAND1);
         if (LIKELY(res_o != NULL)) {
             LOAD_GLOBAL_RESULT(res_o);
         }
     }
-    LOAD_GLOBAL_GENERIC();
+    LOAD_GLOBAL_MISS();
 }
 
 /* ---- STORE_ATTR: (value, owner --) ----------------------------------- */

@@ -430,8 +430,8 @@ def run_regrtest(python: Path, spec: RunSpec, options: list[str], base_env: dict
         encoding="utf-8")
     shown = cmd[:-len(spec.tests)] + ([f"<{len(spec.tests)} tests>"] if len(spec.tests) > 8
                                       else spec.tests)
-    log(f"[{spec.label}] {' '.join(f'{k}={v}' for k, v in extra.items() if k != 'TMPDIR')} "
-        f"{' '.join(shown)}".replace(str(REPO) + "/", ""))
+    words = [f"{k}={v}" for k, v in extra.items() if k != "TMPDIR"] + shown
+    log(f"[{spec.label}] {' '.join(words)}".replace(str(REPO) + "/", ""))
     start = time.monotonic()
     stop = threading.Event()
     watcher = threading.Thread(target=watch_progress,

@@ -211,8 +211,8 @@ def test_stats_summary_on_stderr(scripts):
     assert lines and all(line.startswith("ember: ") for line in lines)
     assert "frames" in lines[0] and "code objects seen" in lines[0]
     square = [line for line in lines if " square (probe.py:" in line]
-    # 25 calls pass the default tier-1 threshold (8): square runs compiled.
-    assert len(square) == 1 and square[0].split()[1:3] == ["25", "1"]
+    # Tier 1 is opt-in: by default square stays in the interpreter.
+    assert len(square) == 1 and square[0].split()[1:3] == ["25", "0"]
 
 
 def test_stats_json_option(scripts):

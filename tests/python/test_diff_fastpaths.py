@@ -458,6 +458,47 @@ def test_load_global_other_globals():
     assert out.stdout == "module X\nother X\nNameError: name 'X' is not defined\n"
 
 
+def test_load_global_miss_in_generator_and_handler():
+    # A global added after compilation: the guards of every LOAD_GLOBAL_*
+    # fail from then on and the interpreter takes the frame over there, in
+    # the middle of a loop, a generator, an exception handler.
+    out = check("""
+        import sys
+        SCALE = 2
+
+        def gen(n):
+            for i in range(n):
+                yield i * SCALE + len("ab")
+
+        def guarded(xs):
+            total = 0
+            for x in xs:
+                try:
+                    total += 10 // x
+                except ZeroDivisionError:
+                    total += SCALE * len("abc")
+                    if x == 0 and total > 100:
+                        raise ValueError(f"line {sys._getframe().f_lineno} total {total}")
+            return total
+
+        for i in range(20):
+            list(gen(3)); guarded([1, 0, 2])
+        g = gen(4)
+        print(next(g), next(g))
+        NEW_GLOBAL = 1            # the globals' keys change
+        print(list(g), list(gen(2)), guarded([5, 0, 1]))
+        SCALE = 3                 # rebinding: same keys
+        print(list(gen(2)), guarded([0, 0]))
+        import builtins
+        builtins.EXTRA = 1        # the builtins' keys change
+        print(list(gen(2)), guarded([2, 0]))
+        guarded([0] * 30)
+    """, {"gen": {"LOAD_GLOBAL_MODULE", "LOAD_GLOBAL_BUILTIN"},
+          "guarded": {"LOAD_GLOBAL_MODULE", "LOAD_GLOBAL_BUILTIN"}}, returncode=1)
+    assert out.stdout.startswith("2 4\n[6, 8] [2, 4] 18\n[2, 5] 18\n[2, 5] 14\n")
+    assert "ValueError: line 18 total 102" in out.stderr
+
+
 # ---- Attribute stores -------------------------------------------------
 
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from difftest import EMBER_CONFIGS, check
+from difftest import EMBER_CONFIGS, Config, check
 
 
 # --- send / throw / close, and the state a generator shows at each point ----
@@ -406,6 +406,28 @@ def test_genexpr_iterator_replaced_through_f_locals():
     """)
     assert "TypeError: 'list' object is not an iterator" in out.stdout
     assert "['aa', 'bb']" in out.stdout and "line 5, in <genexpr>" in out.stdout
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "stencils/c/fast.c (not this family's): FOR_ITER_GENERIC, the fallback of "
+    "FOR_ITER_RANGE/LIST/TUPLE, calls tp_iternext without the NULL check that "
+    "3.14's FOR_ITER and ops.c's FOR_ITER stencil make, and crashes (SIGSEGV) "
+    "when a warmed-up generator expression's `.0` is replaced by a non-iterator "
+    "(test.test_generators.ModifyUnderlyingIterableTest under the default policy)"))
+def test_specialised_genexpr_iterator_replaced_through_f_locals():
+    check("""
+        def make():
+            return (x for x in range(3))
+
+        for _ in range(50):  # the interpreter specialises FOR_ITER first
+            list(make())
+        g = make()
+        g.gi_frame.f_locals[".0"] = [1, 2]
+        try:
+            print(list(g))
+        except TypeError as e:
+            print("TypeError:", e)
+    """, configs=[Config("tier1-after-warm-up", {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "20"})])
 
 
 # --- StopIteration and return values ----------------------------------------

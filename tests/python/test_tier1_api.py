@@ -63,8 +63,13 @@ def test_threshold_policy(tmp_path):
     """
     p = run(source, {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "5"}, tmp_path)
     assert p.stdout == "False\nTrue\n", p.stderr
-    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "0"}, tmp_path)
+    p = run(source, {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "5", "EMBER_MAX_TIER": "0"}, tmp_path)
     assert p.stdout == "False\nFalse\n", p.stderr
+    # Without any tier-1 setting, tier 1 is off (opt-in).
+    p = run(source, {"EMBER": "1"}, tmp_path)
+    assert p.stdout == "False\nFalse\n", p.stderr
+    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
+    assert p.stdout == "False\nFalse\n", p.stderr  # default threshold 8 > 6 calls
 
 
 @pytest.mark.parametrize("var,value", [("EMBER_TIER1_THRESHOLD", "-1"), ("EMBER_TIER1_THRESHOLD", "x"),

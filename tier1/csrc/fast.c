@@ -55,24 +55,6 @@ ember_store_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg)
     return err < 0 ? -1 : 0;
 }
 
-/* LOAD_GLOBAL: (-- res, null if oparg & 1). */
-int
-ember_load_global_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate, int oparg)
-{
-    PyObject *name = name_at(frame, oparg >> 1);
-    _PyEval_LoadGlobalStackRef(frame->f_globals, frame->f_builtins, name, sp);
-    if (PyStackRef_IsNull(sp[0])) {
-        if (!_PyErr_Occurred(tstate)) {
-            _PyEval_FormatExcCheckArg(tstate, PyExc_NameError, "name '%.200s' is not defined", name);
-        }
-        return -1;
-    }
-    if (oparg & 1) {
-        sp[1] = PyStackRef_NULL;
-    }
-    return 0;
-}
-
 /* COMPARE_OP: (lhs, rhs -- res); oparg >> 5 is the comparison, oparg & 16
  * asks for a bool. */
 int

@@ -175,9 +175,12 @@ fn fast_operands(instr: &Instr, info: &CodeInfo<'_>) -> Result<Option<(Option<u6
         "STORE_ATTR_WITH_HINT" => (pack(version_at(1, true), u16_at(3)), info.names.get(instr.oparg as usize).copied()),
         // Keys version of the module's dict at 1, entry index at 3.
         "LOAD_ATTR_MODULE" => (version_at(1, true), u16_at(3)),
-        // Keys versions of the globals at 1 and builtins at 2, index at 3.
+        // Keys versions of the globals at 1 and builtins at 2 (packed as
+        // 16-bit fields), the entry's index at 3.
         "LOAD_GLOBAL_MODULE" => (version_at(1, false), u16_at(3)),
-        "LOAD_GLOBAL_BUILTIN" => (pack(version_at(1, false), version_at(2, false)), u16_at(3)),
+        "LOAD_GLOBAL_BUILTIN" => {
+            (version_at(1, false).zip(version_at(2, false)).map(|(g, b)| g | (b << 16)), u16_at(3))
+        }
         // The POP_TOP it folds in must be there; its operands are CALL's.
         "CALL_LIST_APPEND" => {
             let next = info.bytecode.get(instr.next).map(|w| crate::compile::name_of((w & 0xff) as u8));

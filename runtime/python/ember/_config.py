@@ -50,7 +50,9 @@ def _tier(name: str, value: str) -> int:
 
 #: Defaults of the compilation settings.
 DEFAULT_TIER1_THRESHOLD = 8
-DEFAULT_MAX_TIER = 1
+# Tier 1 is opt-in until it passes CPython's own test suite: it compiles
+# when asked for (EMBER_MAX_TIER=1, or a EMBER_TIER1_THRESHOLD, or a pin).
+DEFAULT_MAX_TIER = 0
 DEFAULT_CODE_LIMIT_MB = 512
 
 
@@ -89,7 +91,8 @@ VARIABLES = {
     "EMBER_TIER1_THRESHOLD": (_count, "tier1_threshold",
                               f"calls before a function is compiled at tier 1; 0 compiles at the first call (default {DEFAULT_TIER1_THRESHOLD})"),
     "EMBER_MAX_TIER": (_tier, "max_tier",
-                       f"highest tier the automatic policy compiles to; 0 only counts (default {DEFAULT_MAX_TIER})"),
+                       "highest tier the automatic policy compiles to; 0 only counts (default 0, "
+                       "or 1 when EMBER_TIER1_THRESHOLD is set)"),
     "EMBER_CODE_LIMIT_MB": (_count, "code_limit_mb",
                             f"executable memory compiled code may use, in MiB; when reached, new code "
                             f"stays in the interpreter until compiled code is freed (default {DEFAULT_CODE_LIMIT_MB})"),
@@ -111,6 +114,9 @@ def from_environ(environ=None) -> Config:
         parse, attr, _ = VARIABLES[name]
         setattr(cfg, attr, parse(name, environ[name]))
         cfg.raw[name] = environ[name]
+    if "EMBER_TIER1_THRESHOLD" in cfg.raw and "EMBER_MAX_TIER" not in cfg.raw:
+        # A tier-1 threshold asks for tier 1.
+        cfg.max_tier = 1
     return cfg
 
 

@@ -1,0 +1,20 @@
+"""Imported at interpreter start-up by ember.pth when EMBER is set.
+
+Ember acts on the main interpreter only (its module is single-phase, like
+every pyo3 module): in a subinterpreter this does nothing, silently, so that
+EMBER=1 programs using concurrent.interpreters behave as without Ember.
+"""
+
+
+def _in_main_interpreter() -> bool:
+    try:
+        import _interpreters
+        return _interpreters.get_current()[0] == _interpreters.get_main()[0]
+    except Exception:
+        return True
+
+
+if _in_main_interpreter():
+    import ember
+
+    ember._start_from_environment()
