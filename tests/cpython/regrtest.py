@@ -273,6 +273,8 @@ def make_test_python(run_dir: Path, want_pep523: bool) -> tuple[Path, dict]:
     snapshot_root = run_dir / "ember-build"
     shutil.copytree(pkg, snapshot_root / "ember",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # The module ember.pth's autoload line imports lives beside the package.
+    shutil.copy2(REPO / "runtime" / "data" / "purelib" / "ember_autoload.py", snapshot_root)
     so_hash = ""
     for so in sorted((snapshot_root / "ember").glob("_ember*.so")):
         so_hash = hashlib.sha256(so.read_bytes()).hexdigest()[:16]
@@ -876,6 +878,20 @@ def cache_key(tests: list[str], version: str, options: list[str], env: dict) -> 
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
+def save_stock_cache(stock_dir: Path, cache_dir: Path) -> None:
+    """Replace the cached stock result; safe against a concurrent run doing
+    the same (the last one wins)."""
+    tmp = cache_dir.with_name(f"{cache_dir.name}.tmp-{os.getpid()}")
+    try:
+        shutil.copytree(stock_dir, tmp, ignore=shutil.ignore_patterns("regrtest.log", "junit.xml"))
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        os.rename(tmp, cache_dir)
+    except OSError as e:
+        log(f"[stock] warning: could not save the stock result to {rel(cache_dir)}: {e}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 # --------------------------------------------------------------------------
 # Command line
 
@@ -992,12 +1008,15 @@ def main(argv=None) -> int:
     ignore_patterns = [pat for f in ns.ignore_files for pat in read_names(f)]
     list_name = lpath.stem if lpath.parent.resolve() == LISTS_DIR else lpath.name.replace(".", "_")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = ns.results / f"{list_name}-{stamp}"
+    ns.results.mkdir(parents=True, exist_ok=True)
     n = 1
-    while run_dir.exists():
-        n += 1
-        run_dir = ns.results / f"{list_name}-{stamp}-{n}"
-    run_dir.mkdir(parents=True)
+    while True:   # concurrent runs may start in the same second
+        run_dir = ns.results / (f"{list_name}-{stamp}" + (f"-{n}" if n > 1 else ""))
+        try:
+            run_dir.mkdir()
+            break
+        except FileExistsError:
+            n += 1
     overall_start = time.monotonic()
     log(f"== CPython regrtest under Ember: list {rel(lpath)} ({len(tests)} names), "
         f"configurations {', '.join(c.name for c in ns.configs)}; results in {rel(run_dir)}")
@@ -1050,9 +1069,7 @@ def main(argv=None) -> int:
     elif not ns.only_ember:
         run_regrtest(python, RunSpec("stock", run_dir / "stock", tests, base_env), options, base_env)
         stock = load_run(run_dir / "stock", "stock")
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        shutil.copytree(run_dir / "stock", cache_dir,
-                        ignore=shutil.ignore_patterns("regrtest.log", "junit.xml"))
+        save_stock_cache(run_dir / "stock", cache_dir)
     else:
         log("[stock] --only-ember and no cached stock result: nothing to compare with")
 

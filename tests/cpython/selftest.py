@@ -10,7 +10,7 @@ Ember or only under stock; one fails under any PEP 523 frame evaluator.
 regrtest.py must exit 1 and name exactly those differences, and tell the
 one that the pep523 baseline shares; on the module that behaves the same it
 must exit 0 and print the Ember line; with Ember switched off it must
-refuse. About a minute (one fixture hangs until a 10-second --timeout).
+refuse; --stock-cache must reuse a stock result. About a minute (one fixture hangs until a 10-second --timeout).
 """
 
 import json
@@ -89,6 +89,12 @@ def main() -> int:
         check(rc == 0, "identical behaviour: exit 0", out)
         check(EMBER_LINE.search(out) is not None,
               "identical behaviour: prints the Ember processes/code objects line", out)
+
+        rc, out, summary = run(results, "--list", str(same), "--stock-cache")
+        rc, out, summary = run(results, "--list", str(same), "--stock-cache")
+        check(rc == 0 and "using the cached stock result" in out and "[stock] " not in
+              out.replace("[stock] using the cached", ""),
+              "--stock-cache: the second run reuses the first one's stock result", out)
 
         rc, out, summary = run(results, "--list", str(FIXTURES / "list.txt"),
                                "--config", "ember,pep523", "--no-confirm")

@@ -15,6 +15,11 @@ def _in_main_interpreter() -> bool:
 
 
 if _in_main_interpreter():
-    import ember
+    try:
+        import ember
+    except ImportError as e:
+        import sys
 
-    ember._start_from_environment()
+        print(f"ember: EMBER is set but Ember cannot be imported ({e}); Ember stays off", file=sys.stderr)
+    else:
+        ember._start_from_environment()
