@@ -56,7 +56,8 @@ impl CodeProfile {
 /// Process-wide totals; they outlive the code objects they counted.
 #[derive(Debug, Default, Clone)]
 pub struct GlobalCounters {
-    /// Every frame the hook saw.
+    /// Frames the hook saw that are not in a live record's counts (those of
+    /// freed records, and frames whose record could not be made).
     pub frames: u64,
     /// Code objects that got a profile.
     pub code_objects_seen: u64,

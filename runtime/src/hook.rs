@@ -25,12 +25,38 @@ pub unsafe extern "C" fn ember_eval_frame(
     throwflag: i32,
 ) -> *mut abi::PyObject {
     let st = state();
-    st.totals.frames += 1;
     let code = (*frame).f_executable.as_ptr() as *mut ffi::PyObject;
-    let mut rec = records::lookup(code, st.extra_index);
+    let rec = records::lookup(code, st.extra_index);
+    // The common case with tier 1 off: a known code object called afresh,
+    // nothing to do but count. Kept free of calls so that it needs no saved
+    // registers; everything else is in the cold function.
+    if !rec.is_null()
+        && throwflag == 0
+        && (*frame).instr_ptr == code_start(code)
+        && st.settings.max_tier == Tier::Interpreter
+        && (*rec).profile.pinned.is_none()
+        && (*rec).compiled.is_none()
+    {
+        (*rec).profile.calls += 1;
+        return abi::_PyEval_EvalFrameDefault(tstate, frame, 0);
+    }
+    eval_frame_slow(tstate, frame, throwflag, code, rec)
+}
+
+#[cold]
+#[inline(never)]
+unsafe fn eval_frame_slow(
+    tstate: *mut PyThreadState,
+    frame: *mut InterpreterFrame,
+    throwflag: i32,
+    code: *mut ffi::PyObject,
+    mut rec: *mut records::CodeRecord,
+) -> *mut abi::PyObject {
+    let st = state();
     if rec.is_null() {
         rec = records::get_or_create(code);
         if rec.is_null() {
+            st.totals.frames += 1;
             return abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag);
         }
     }

@@ -200,7 +200,9 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     }
     let totals = unsafe { state().totals.clone() };
     let g = PyDict::new(py);
-    g.set_item("frames", totals.frames)?;
+    // Frames of live records plus those of freed records and record-less frames.
+    let live_frames: u64 = recs.iter().map(|&r| unsafe { (*r).profile.calls + (*r).profile.resumes }).sum();
+    g.set_item("frames", totals.frames + live_frames)?;
     g.set_item("code_objects_seen", totals.code_objects_seen)?;
     g.set_item("code_objects_freed", totals.code_objects_freed)?;
     g.set_item("code_objects_live", recs.len())?;

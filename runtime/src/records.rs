@@ -123,6 +123,8 @@ pub unsafe extern "C" fn free_record(p: *mut c_void) {
         (*last).registry_index = i;
     }
     st.totals.code_objects_freed += 1;
+    // Frames are counted per record; keep the freed ones in the total.
+    st.totals.frames += rec.profile.calls + rec.profile.resumes;
 }
 
 /// Check, on a live code object, that reading `co_extra` directly sees what

@@ -207,6 +207,9 @@ def _write_stats_at_exit(path: str, what: str = "EMBER_STATS") -> None:
     if path in _stats_path_registered:
         return
     _stats_path_registered.add(path)
+    # Import json now: importing it at exit can run a garbage collection whose
+    # finalisers (a __del__ joining a daemon thread) never return.
+    import json  # noqa: F401
 
     def write():
         target = path.replace("{pid}", str(os.getpid()))
