@@ -10,7 +10,9 @@
  * interpreter's own guards do. A failed guard does the generic
  * instruction's work, as the interpreter would after deoptimising (the
  * cache is never re-specialised under compiled code, so a guard that
- * starts failing keeps failing: the generic path must be complete).
+ * starts failing keeps failing: the generic path must be complete). The
+ * exception is LOAD_GLOBAL_*, whose failed guard hands the frame to the
+ * interpreter (see there).
  *
  * Where the specialised instruction's order of releasing references differs
  * from the generic one (STORE_ATTR_*: the owner before the old value), the

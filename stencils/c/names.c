@@ -9,6 +9,7 @@
 #include "pycore_cell.h"
 #include "pycore_function.h"
 #include "pycore_intrinsics.h"
+#include "pycore_opcode_utils.h"
 #include "pycore_runtime.h"
 #include "pycore_typeobject.h"
 
@@ -28,6 +29,7 @@ PyObject *ember_load_from_dict_or_globals(PyThreadState *tstate, _PyInterpreterF
                                           PyObject *name);
 PyObject *ember_load_build_class(PyThreadState *tstate, _PyInterpreterFrame *frame);
 int ember_setup_annotations(PyThreadState *tstate, _PyInterpreterFrame *frame);
+int ember_name_annotate(PyObject *func, PyObject *annotate);
 
 /* After a call, as CALL does (stencils/c/ops.c): pending events, and the
  * interpreter takes over if the call switched instrumentation on.
@@ -315,14 +317,23 @@ EMBER_STENCIL(MAKE_FUNCTION)
 }
 
 /* (attr, func -- func): oparg is the MAKE_FUNCTION_* flag of the slot, which
- * the new function has empty; attr is stolen. */
+ * the new function has empty; attr is stolen. As 3.14's interpreter does, an
+ * __annotate__ function is renamed "<func's qualname>.__annotate__". */
 EMBER_STENCIL(SET_FUNCTION_ATTRIBUTE)
 {
+    int oparg = OPARG;
     _PyStackRef attr = stack_pointer[-2], func = stack_pointer[-1];
-    PyObject **slot = (PyObject **)((char *)BORROW(func) + _Py_FunctionAttributeOffsets[OPARG]);
-    *slot = PyStackRef_AsPyObjectSteal(attr);
+    PyObject *attr_o = PyStackRef_AsPyObjectSteal(attr);
+    PyObject **slot = (PyObject **)((char *)BORROW(func) + _Py_FunctionAttributeOffsets[oparg]);
+    *slot = attr_o;
     stack_pointer[-2] = func;
     stack_pointer--;
+    if (oparg == MAKE_FUNCTION_ANNOTATE && Py_IS_TYPE(attr_o, &PyFunction_Type)) {
+        ESCAPE();
+        if (UNLIKELY(ember_name_annotate(BORROW(func), attr_o) < 0)) {
+            ERROR();
+        }
+    }
     CONTINUE();
 }
 

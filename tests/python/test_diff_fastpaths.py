@@ -496,7 +496,47 @@ def test_load_global_miss_in_generator_and_handler():
     """, {"gen": {"LOAD_GLOBAL_MODULE", "LOAD_GLOBAL_BUILTIN"},
           "guarded": {"LOAD_GLOBAL_MODULE", "LOAD_GLOBAL_BUILTIN"}}, returncode=1)
     assert out.stdout.startswith("2 4\n[6, 8] [2, 4] 18\n[2, 5] 18\n[2, 5] 14\n")
-    assert "ValueError: line 18 total 102" in out.stderr
+    assert "ValueError: line 20 total 108" in out.stderr
+
+
+def test_specialised_names_after_extended_arg():
+    # Name indices above 255: EXTENDED_ARG before the specialised loads and
+    # stores, their caches after the instruction itself.
+    out = check("""
+        names = [f"n{i}" for i in range(300)]
+        for i, n in enumerate(names):
+            globals()[n] = i
+        src = "def far(o):\\n"
+        src += "    " + " + ".join(names) + "\\n"
+        src += "    o.a299 = o.a298 + len(names)\\n"
+        src += "    return o.a299 + n299 + o.a0\\n"
+        exec(src)
+
+        class O:
+            pass
+
+        def make():
+            o = O()
+            for i in range(300):
+                setattr(o, f"a{i}", i)
+            return o
+
+        for i in range(20):
+            far(make())
+        print(far(make()))
+        o = make()
+        del o.a298
+        try:
+            far(o)
+        except AttributeError as e:
+            print("AttributeError:", e)
+        n299 = "rebound "
+        try:
+            far(make())
+        except TypeError as e:
+            print("TypeError:", e)
+    """, {"far": {"LOAD_GLOBAL_MODULE", "LOAD_GLOBAL_BUILTIN", "STORE_ATTR_WITH_HINT"}})
+    assert out.stdout.startswith("897\nAttributeError: 'O' object has no attribute 'a298'\nTypeError:")
 
 
 # ---- Attribute stores -------------------------------------------------

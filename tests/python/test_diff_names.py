@@ -421,6 +421,21 @@ def test_make_function_and_attributes():
             return lambda: None
         print(fresh_each_time() is not fresh_each_time())
 
+        def outer_ann() -> None:
+            def nested_ann(x: int) -> None:
+                pass
+            return nested_ann
+
+        class Holder:
+            field: int
+            def method(self, x: "Holder") -> None:
+                pass
+
+        for fn in (outer_ann, outer_ann(), Holder.method, Holder):
+            print("annotate", fn.__annotate__.__qualname__, fn.__annotate__.__name__)
+        outer_ann()(1)
+        Holder().method(None)
+
         def bad_default():
             return lambda x=undefined_default: x
 
@@ -430,7 +445,11 @@ def test_make_function_and_attributes():
     assert "(3,) {'c': 6} {'return': 'ret'} True" in out.stdout
     assert "1 3 [1, 2, 2] 1" in out.stdout and "[1, 2] [1, 2] ([1, 2],)" in out.stdout
     assert "{'x': <class 'int'>, 'y': 'str', 'return': list[int]} [1]" in out.stdout
-    assert "line 41, in bad_default" in out.stderr
+    assert "annotate outer_ann.__annotate__ __annotate__\n" \
+        "annotate outer_ann.<locals>.nested_ann.__annotate__ __annotate__\n" \
+        "annotate Holder.method.__annotate__ __annotate__\n" \
+        "annotate Holder.__annotate__ __annotate__\n" in out.stdout
+    assert "line 56, in bad_default" in out.stderr
 
 
 def test_call_function_ex():

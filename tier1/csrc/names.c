@@ -137,6 +137,20 @@ ember_setup_annotations(PyThreadState *tstate, _PyInterpreterFrame *frame)
     return err;
 }
 
+/* SET_FUNCTION_ATTRIBUTE of an __annotate__ function: its qualname becomes
+ * that of the function it annotates plus ".__annotate__" (3.14 compiles
+ * them all as plain "__annotate__" and the interpreter renames them). */
+int
+ember_name_annotate(PyObject *func, PyObject *annotate)
+{
+    PyObject *qualname = PyUnicode_FromFormat("%U.__annotate__", ((PyFunctionObject *)func)->func_qualname);
+    if (qualname == NULL) {
+        return -1;
+    }
+    Py_SETREF(((PyFunctionObject *)annotate)->func_qualname, qualname);
+    return 0;
+}
+
 /* LOAD_SPECIAL found no such special method on owner's type. */
 void
 ember_load_special_error(PyThreadState *tstate, _PyStackRef owner_ref, int oparg)
