@@ -307,6 +307,8 @@ EMBER_STENCIL(RETURN_VALUE)
     _PyStackRef retval = stack_pointer[-1];
     stack_pointer--;
     PyObject *result = PyStackRef_AsPyObjectSteal(retval);
+    /* A frame object that outlives the call reports this line. */
+    SET_IP();
     SYNC_SP();
     tstate->py_recursion_remaining++;
     /* Unlink the frame before clearing it, as the interpreter does. */

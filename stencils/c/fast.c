@@ -414,7 +414,14 @@ EMBER_STENCIL(STORE_ATTR_WITH_HINT)
 #define FOR_ITER_GENERIC(it)                                                   \
     do {                                                                       \
         ESCAPE();                                                              \
-        PyObject *next_ = (*Py_TYPE(it)->tp_iternext)(it);                     \
+        iternextfunc iternext_ = Py_TYPE(it)->tp_iternext;                     \
+        if (UNLIKELY(iternext_ == NULL)) {                                     \
+            /* A generator expression's `.0` replaced through f_locals. */    \
+            _PyErr_Format(tstate, PyExc_TypeError, "'%.100s' object is not an iterator", \
+                          Py_TYPE(it)->tp_name);                               \
+            ERROR();                                                           \
+        }                                                                      \
+        PyObject *next_ = iternext_(it);                                       \
         if (next_ == NULL) {                                                   \
             if (_PyErr_Occurred(tstate)) {                                     \
                 if (!_PyErr_ExceptionMatches(tstate, PyExc_StopIteration)) {   \

@@ -288,6 +288,7 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
     }
 
     let mut next_got = 0;
+    let mut got_slots: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
     let mut next_tramp = 0;
     for (k, p) in placed.iter().enumerate() {
         let instr = p.instr.map(|i| &instrs[i]);
@@ -336,8 +337,13 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
             let field_off = p.code_off + h.offset as usize;
             let field_addr = base_addr + field_off as u64;
             if needs_got(h.kind) {
-                let slot = got_off + 8 * next_got;
-                next_got += 1;
+                // One slot per value: aarch64 reaches a slot with an adrp/ldr
+                // pair, two holes that must name the same slot.
+                let index = *got_slots.entry(value).or_insert_with(|| {
+                    next_got += 1;
+                    next_got - 1
+                });
+                let slot = got_off + 8 * index;
                 buf[slot..slot + 8].copy_from_slice(&value.to_ne_bytes());
                 let slot_addr = base_addr + slot as u64;
                 patch::apply(buf, field_off, h.kind, field_addr, slot_addr.wrapping_add(h.addend as u64))
