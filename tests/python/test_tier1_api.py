@@ -4,7 +4,6 @@ perf map and the stats of compiled code."""
 import io
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -102,10 +101,6 @@ def test_dis_shows_machine_code_per_instruction(ember_on):
     ember.unpin(sub)
 
 
-@pytest.mark.xfail(platform.machine() == "aarch64", strict=True,
-                   reason="aarch64 tier-1 crash: with every function compiled at its first call, "
-                          "`import json` segfaults in re._parser._parse after a compiled _parse_sub "
-                          "returns (x86-64 passes); see the issue 5 notes")
 def test_perf_map_matches_compiled_code(tmp_path):
     source = """
         import ember, json, os
