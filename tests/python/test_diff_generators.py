@@ -408,12 +408,6 @@ def test_genexpr_iterator_replaced_through_f_locals():
     assert "['aa', 'bb']" in out.stdout and "line 5, in <genexpr>" in out.stdout
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "stencils/c/fast.c (not this family's): FOR_ITER_GENERIC, the fallback of "
-    "FOR_ITER_RANGE/LIST/TUPLE, calls tp_iternext without the NULL check that "
-    "3.14's FOR_ITER and ops.c's FOR_ITER stencil make, and crashes (SIGSEGV) "
-    "when a warmed-up generator expression's `.0` is replaced by a non-iterator "
-    "(test.test_generators.ModifyUnderlyingIterableTest under the default policy)"))
 def test_specialised_genexpr_iterator_replaced_through_f_locals():
     check("""
         def make():
