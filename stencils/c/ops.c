@@ -82,38 +82,46 @@ EMBER_STENCIL(BINARY_OP_SUBSCR_LIST_INT)
     BINARY_EPILOGUE(res);
 }
 
+/* The generic comparison of (lhs, rhs) on top of the stack: oparg >> 5 is the
+ * comparison; bit 16 asks for a bool. Shared by COMPARE_OP and the fallback
+ * of its specialised forms; ends the stencil. */
+#define COMPARE_GENERIC(oparg)                                             \
+    do {                                                                   \
+        ESCAPE();                                                          \
+        PyObject *res = PyObject_RichCompare(BORROW(lhs), BORROW(rhs), (oparg) >> 5); \
+        stack_pointer -= 2;                                                \
+        SYNC_SP();                                                         \
+        PyStackRef_CLOSE(lhs);                                             \
+        PyStackRef_CLOSE(rhs);                                             \
+        if (UNLIKELY(res == NULL)) {                                       \
+            ERROR();                                                       \
+        }                                                                  \
+        if ((oparg) & 16) {                                                \
+            int truth = PyObject_IsTrue(res);                              \
+            Py_DECREF(res);                                                \
+            if (UNLIKELY(truth < 0)) {                                     \
+                ERROR();                                                   \
+            }                                                              \
+            stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False; \
+        }                                                                  \
+        else {                                                             \
+            stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);          \
+        }                                                                  \
+        stack_pointer++;                                                   \
+        CONTINUE();                                                        \
+    } while (0)
+
 /* COMPARE_OP: oparg >> 5 is the comparison; bit 16 asks for a bool. */
 EMBER_STENCIL(COMPARE_OP)
 {
     int oparg = OPARG;
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
-    ESCAPE();
-    PyObject *res = PyObject_RichCompare(BORROW(lhs), BORROW(rhs), oparg >> 5);
-    stack_pointer -= 2;
-    SYNC_SP();
-    PyStackRef_CLOSE(lhs);
-    PyStackRef_CLOSE(rhs);
-    if (UNLIKELY(res == NULL)) {
-        ERROR();
-    }
-    if (oparg & 16) {
-        int truth = PyObject_IsTrue(res);
-        Py_DECREF(res);
-        if (UNLIKELY(truth < 0)) {
-            ERROR();
-        }
-        stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
-    }
-    else {
-        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
-    }
-    stack_pointer++;
-    CONTINUE();
+    COMPARE_GENERIC(oparg);
 }
 
 /* Specialised int comparison: both compact ints; OPERAND1 = mask of
- * outcomes (1: less, 2: greater, 8: equal) that mean true, as CPython
- * encodes it in the low bits of the oparg. */
+ * outcomes (1: less, 2: greater, 8: equal) that mean true, computed by tier 1
+ * (operands.rs compare_mask). */
 EMBER_STENCIL(COMPARE_OP_INT)
 {
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
@@ -133,28 +141,7 @@ EMBER_STENCIL(COMPARE_OP_INT)
         CONTINUE();
     }
     int oparg = OPARG;
-    ESCAPE();
-    PyObject *res = PyObject_RichCompare(l, r, oparg >> 5);
-    stack_pointer -= 2;
-    SYNC_SP();
-    PyStackRef_CLOSE(lhs);
-    PyStackRef_CLOSE(rhs);
-    if (UNLIKELY(res == NULL)) {
-        ERROR();
-    }
-    if (oparg & 16) {
-        int truth = PyObject_IsTrue(res);
-        Py_DECREF(res);
-        if (UNLIKELY(truth < 0)) {
-            ERROR();
-        }
-        stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
-    }
-    else {
-        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
-    }
-    stack_pointer++;
-    CONTINUE();
+    COMPARE_GENERIC(oparg);
 }
 
 EMBER_STENCIL(TO_BOOL)
