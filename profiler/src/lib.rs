@@ -1,5 +1,8 @@
 //! Per-code counters and the promotion policy.
 
+pub mod ptrmap;
+pub use ptrmap::PtrMap;
+
 use std::fmt;
 
 /// Where a code object runs.

@@ -1,9 +1,7 @@
 //! CPython 3.14 (GIL build) private layout, as Ember uses it.
 //!
 //! Every item here is compared with the installed headers by
-//! [`check_layout`](crate::check_layout), except `CodeObjectExtra`, which is
-//! private to `Objects/codeobject.c` and is checked by behaviour at import
-//! (see the runtime's self-test).
+//! [`check_layout`](crate::check_layout).
 
 use core::ffi::c_void;
 
@@ -50,8 +48,6 @@ pub const FRAME_OWNED_BY_GENERATOR: i8 = 1;
 pub const FRAME_OWNED_BY_INTERPRETER: i8 = 3;
 pub const FRAME_OWNED_BY_CSTACK: i8 = 4;
 
-/// Offset of `co_extra` in `PyCodeObject`.
-pub const CODE_CO_EXTRA: usize = 200;
 /// Offset of the bytecode (`co_code_adaptive`) in `PyCodeObject`.
 pub const CODE_CO_CODE_ADAPTIVE: usize = 208;
 
@@ -69,12 +65,10 @@ pub const PY_EVAL_EVENTS_MASK: usize = 0xff;
 /// Highest `BINARY_OP` oparg (`_PyEval_BinaryOps` has one more entry).
 pub const NB_OPARG_LAST: usize = 26;
 
-/// `_PyCodeObjectExtra` (Objects/codeobject.c): what `co_extra` points to.
-#[repr(C)]
-pub struct CodeObjectExtra {
-    pub ce_size: isize,
-    pub ce_extras: [*mut c_void; 0],
-}
+/// `PyCodeEvent` (cpython/code.h).
+pub const PY_CODE_EVENT_CREATE: i32 = 0;
+pub const PY_CODE_EVENT_DESTROY: i32 = 1;
+pub type CodeWatchCallback = unsafe extern "C" fn(event: i32, code: *mut PyObject) -> i32;
 
 pub type EvalFrameFn =
     unsafe extern "C" fn(*mut PyThreadState, *mut InterpreterFrame, i32) -> *mut PyObject;
@@ -87,6 +81,7 @@ extern "C" {
     ) -> *mut PyObject;
     pub fn _PyInterpreterState_GetEvalFrameFunc(interp: *mut c_void) -> Option<EvalFrameFn>;
     pub fn _PyInterpreterState_SetEvalFrameFunc(interp: *mut c_void, f: Option<EvalFrameFn>);
+    pub fn PyCode_AddWatcher(callback: CodeWatchCallback) -> i32;
 }
 
 /// The Rust side of the table that `layout.c` exports.
@@ -106,7 +101,8 @@ pub(crate) fn expected() -> Vec<(&'static str, usize)> {
         ("_PyInterpreterFrame.return_offset", offset_of!(F, return_offset)),
         ("_PyInterpreterFrame.owner", offset_of!(F, owner)),
         ("_PyInterpreterFrame.localsplus", offset_of!(F, localsplus)),
-        ("PyCodeObject.co_extra", CODE_CO_EXTRA),
+        ("PY_CODE_EVENT_CREATE", PY_CODE_EVENT_CREATE as usize),
+        ("PY_CODE_EVENT_DESTROY", PY_CODE_EVENT_DESTROY as usize),
         ("PyCodeObject.co_code_adaptive", CODE_CO_CODE_ADAPTIVE),
         ("PyCodeObject.co_consts", CODE_CO_CONSTS),
         ("PyCodeObject.co_names", CODE_CO_NAMES),

@@ -26,7 +26,7 @@ pub unsafe extern "C" fn ember_eval_frame(
 ) -> *mut abi::PyObject {
     let st = state();
     let code = (*frame).f_executable.as_ptr() as *mut ffi::PyObject;
-    let rec = records::lookup(code, st.extra_index);
+    let rec = records::lookup(code);
     // The common case with tier 1 off: a known code object called afresh,
     // nothing to do but count. Kept free of calls so that it needs no saved
     // registers; everything else is in the cold function.

@@ -136,7 +136,7 @@ fn _pin(code: &Bound<'_, PyAny>, tier: i64) -> PyResult<()> {
 fn _unpin(code: &Bound<'_, PyAny>) -> PyResult<()> {
     let code = as_code(code)?;
     unsafe {
-        let rec = records::lookup(code, state().extra_index);
+        let rec = records::lookup(code);
         if !rec.is_null() {
             (*rec).profile.pinned = None;
         }
@@ -149,7 +149,7 @@ fn _unpin(code: &Bound<'_, PyAny>) -> PyResult<()> {
 fn _code_info(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<(u8, Py<PyAny>, u64, u64)> {
     let code = as_code(code)?;
     unsafe {
-        let rec = records::lookup(code, state().extra_index);
+        let rec = records::lookup(code);
         if rec.is_null() {
             return Ok((Tier::Interpreter.number(), py.None(), 0, 0));
         }
@@ -276,7 +276,7 @@ fn _compile(code: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
 fn _tier1_code<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<PyAny>> {
     let code = as_code(code)?;
     unsafe {
-        let rec = records::lookup(code, state().extra_index);
+        let rec = records::lookup(code);
         let Some(c) = (!rec.is_null()).then(|| (*rec).compiled.as_deref()).flatten() else {
             return Ok(py.None());
         };
@@ -296,7 +296,7 @@ fn _tier1_code<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<Py
 fn _tier1_disassemble<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<PyAny>> {
     let code = as_code(code)?;
     let c = unsafe {
-        let rec = records::lookup(code, state().extra_index);
+        let rec = records::lookup(code);
         match (!rec.is_null()).then(|| (*rec).compiled.as_deref()).flatten() {
             Some(c) => c,
             None => return Ok(py.None()),
@@ -345,14 +345,12 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
     })?;
     unsafe {
         let st = state();
-        if st.extra_index < 0 {
-            let index = ffi::PyUnstable_Eval_RequestCodeExtraIndex(records::free_record);
-            if index < 0 {
-                return Err(PyImportError::new_err("no co_extra slot left for Ember"));
+        if st.watcher < 0 {
+            let id = ember_pyabi::current::PyCode_AddWatcher(records::code_watcher);
+            if id < 0 {
+                return Err(PyErr::fetch(py));
             }
-            let probe = py.eval(c"(lambda: None).__code__", None, None)?;
-            records::self_test_extra(probe.as_ptr(), index).map_err(PyImportError::new_err)?;
-            st.extra_index = index;
+            st.watcher = id;
         }
     }
     m.add("MAX_AVAILABLE_TIER", MAX_AVAILABLE_TIER.number())?;

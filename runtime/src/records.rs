@@ -1,15 +1,19 @@
-//! One `CodeRecord` per code object, kept in the code object's `co_extra`
-//! slot and freed with it.
+//! One `CodeRecord` per code object, found through a side table keyed by the
+//! code object's address and freed when a code watcher reports the code
+//! object's destruction.
+//!
+//! Not `co_extra`: CPython 3.14 treats a code object that carries any
+//! `co_extra` data as stateful (`_PyCode_CheckNoInternalState`), so
+//! subinterpreters would refuse to share functions they share without Ember.
 //!
 //! All of this state is touched only with the GIL held (the frame evaluator,
-//! the `co_extra` free function and the Python API all run under it), which
-//! is what makes the unsynchronised access below sound.
+//! the code watcher and the Python API all run under it), which is what makes
+//! the unsynchronised access below sound.
 
 use core::cell::UnsafeCell;
-use core::ffi::c_void;
 use core::ptr;
 
-use ember_profiler::{CodeProfile, GlobalCounters, Tier};
+use ember_profiler::{CodeProfile, GlobalCounters, PtrMap, Tier};
 
 use crate::jit::{Settings, Tier1Totals};
 use ember_pyabi::current as abi;
@@ -35,8 +39,11 @@ pub struct CodeRecord {
 }
 
 pub struct State {
-    /// `co_extra` index from `PyUnstable_Eval_RequestCodeExtraIndex`, or -1.
-    pub extra_index: isize,
+    /// Code object address -> its record.
+    pub by_code: PtrMap<*mut CodeRecord>,
+    /// Code watcher id from `PyCode_AddWatcher`, or -1 before import.
+    pub watcher: i32,
+    /// Every live record, in creation order (what `ember.stats()` lists).
     pub records: Vec<*mut CodeRecord>,
     pub totals: GlobalCounters,
     pub settings: Settings,
@@ -48,7 +55,8 @@ pub struct GilCell<T>(UnsafeCell<T>);
 unsafe impl<T> Sync for GilCell<T> {}
 
 pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
-    extra_index: -1,
+    by_code: PtrMap::new(ptr::null_mut()),
+    watcher: -1,
     records: Vec::new(),
     totals: GlobalCounters { frames: 0, code_objects_seen: 0, code_objects_freed: 0 },
     settings: Settings { tier1_threshold: 8, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
@@ -63,29 +71,23 @@ pub unsafe fn state() -> &'static mut State {
     &mut *STATE.0.get()
 }
 
-/// The record already attached to `code`, without creating one. This is the
-/// evaluator's common path, so it reads `co_extra` directly instead of
-/// calling `PyUnstable_Code_GetExtra`.
+/// The record already made for `code`, without creating one (null if none):
+/// the evaluator's common path.
 ///
 /// # Safety
-/// GIL held; `code` is a live code object; `index` came from CPython.
+/// GIL held.
 #[inline(always)]
-pub unsafe fn lookup(code: *mut ffi::PyObject, index: isize) -> *mut CodeRecord {
-    let extra = *((code as *mut u8).add(abi::CODE_CO_EXTRA) as *mut *mut abi::CodeObjectExtra);
-    if extra.is_null() || (*extra).ce_size <= index {
-        return ptr::null_mut();
-    }
-    *(*extra).ce_extras.as_ptr().add(index as usize) as *mut CodeRecord
+pub unsafe fn lookup(code: *mut ffi::PyObject) -> *mut CodeRecord {
+    state().by_code.get(code as usize)
 }
 
-/// The record of `code`, created on first use. Null only if CPython refused
-/// to store it (memory error; the error indicator is cleared).
+/// The record of `code`, created on first use.
 ///
 /// # Safety
 /// GIL held; `code` is a live code object.
 pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
     let st = state();
-    let found = lookup(code, st.extra_index);
+    let found = st.by_code.get(code as usize);
     if !found.is_null() {
         return found;
     }
@@ -99,23 +101,24 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         retired: Vec::new(),
         registry_index: st.records.len(),
     }));
-    if ffi::PyUnstable_Code_SetExtra(code, st.extra_index, rec as *mut c_void) != 0 {
-        ffi::PyErr_Clear();
-        drop(Box::from_raw(rec));
-        return ptr::null_mut();
-    }
+    st.by_code.insert(code as usize, rec);
     st.records.push(rec);
     st.totals.code_objects_seen += 1;
     rec
 }
 
-/// `freefunc` given to CPython for our `co_extra` slot.
-pub unsafe extern "C" fn free_record(p: *mut c_void) {
-    if p.is_null() {
-        return;
+/// The code watcher: frees a code object's record as the code object dies.
+/// CPython calls it for every code object of the interpreter, created or
+/// destroyed; those Ember never ran are not in the table.
+pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i32 {
+    if event != abi::PY_CODE_EVENT_DESTROY {
+        return 0;
     }
     let st = state();
-    let rec = Box::from_raw(p as *mut CodeRecord);
+    let Some(p) = st.by_code.remove(code as usize) else {
+        return 0;
+    };
+    let rec = Box::from_raw(p);
     let i = rec.registry_index;
     let last = st.records.pop().expect("record registry out of step");
     if i < st.records.len() {
@@ -125,32 +128,5 @@ pub unsafe extern "C" fn free_record(p: *mut c_void) {
     st.totals.code_objects_freed += 1;
     // Frames are counted per record; keep the freed ones in the total.
     st.totals.frames += rec.profile.calls + rec.profile.resumes;
-}
-
-/// Check, on a live code object, that reading `co_extra` directly sees what
-/// `PyUnstable_Code_SetExtra` stored: `_PyCodeObjectExtra` is private to
-/// CPython's codeobject.c, so the headers cannot vouch for it.
-///
-/// # Safety
-/// GIL held; `code` is a live code object with no Ember record yet.
-pub unsafe fn self_test_extra(code: *mut ffi::PyObject, index: isize) -> Result<(), String> {
-    let mut sentinel = 0u8;
-    let p = &mut sentinel as *mut u8 as *mut c_void;
-    if ffi::PyUnstable_Code_SetExtra(code, index, p) != 0 {
-        ffi::PyErr_Clear();
-        return Err("PyUnstable_Code_SetExtra failed".into());
-    }
-    let seen = lookup(code, index) as *mut c_void;
-    if seen == p {
-        // Clear the slot directly: through the API, CPython would hand the
-        // sentinel to `free_record`.
-        let extra = *((code as *mut u8).add(abi::CODE_CO_EXTRA) as *mut *mut abi::CodeObjectExtra);
-        *(*extra).ce_extras.as_mut_ptr().add(index as usize) = ptr::null_mut();
-        Ok(())
-    } else {
-        // The sentinel cannot be found to clear it: keep the code object
-        // alive forever so that `free_record` never sees it.
-        ffi::Py_IncRef(code);
-        Err(format!("co_extra layout differs from Ember's: stored {p:?}, read {seen:?}"))
-    }
+    0
 }

@@ -200,3 +200,30 @@ def test_keyboard_interrupt_from_signal():
         work(3)
     """, returncode=-2)
     assert "KeyboardInterrupt" in out.stderr and "handler got SIGINT in work" in out.stdout
+
+
+STATELESS_CODE = """
+    import _testinternalcapi
+    from concurrent import interpreters
+
+    def spam(a, b):
+        return a * b + 1
+
+    for i in range(20):
+        spam(i, 2)
+    # CPython refuses to call a function in another interpreter unless its
+    # code object is stateless; Ember's per-code records must not change that.
+    try:
+        _testinternalcapi.verify_stateless_code(spam)
+        print("stateless")
+    except Exception as e:
+        print("not stateless:", type(e).__name__, e)
+    interp = interpreters.create()
+    print(interp.call(spam, 3, 4))
+    interp.close()
+"""
+
+
+def test_code_run_under_ember_stays_stateless():
+    out = check(STATELESS_CODE)
+    assert "stateless\n13\n" in out.stdout
