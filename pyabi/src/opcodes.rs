@@ -23,14 +23,19 @@ pub fn deopt(op: u8) -> u8 {
     unsafe { ember_opcode_deopt[op as usize] }
 }
 
-/// The opcode's name, or None for an unassigned number.
+/// The opcode's name, or None for an unassigned number. The compiler asks
+/// for names per instruction: they are converted from C once.
+#[inline]
 pub fn name(op: u8) -> Option<&'static str> {
-    let p = unsafe { ember_opcode_name[op as usize] };
-    if p.is_null() {
-        None
-    } else {
-        Some(unsafe { CStr::from_ptr(p) }.to_str().expect("opcode names are ASCII"))
-    }
+    static NAMES: OnceLock<Vec<Option<&'static str>>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        (0..256)
+            .map(|i| {
+                let p = unsafe { ember_opcode_name[i] };
+                (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_str().expect("opcode names are ASCII"))
+            })
+            .collect()
+    })[op as usize]
 }
 
 /// The opcode with this name (real opcodes only, not pseudo-instructions).

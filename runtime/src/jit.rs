@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use ember_profiler::Tier;
 use ember_pyabi::current as abi;
-use ember_tier1::compile::{self, CodeInfo, Refusal, Resolver};
+use ember_tier1::compile::{self, CodeInfo, Refusal, Resolver, SymbolCache};
 use pyo3::ffi;
 
 use crate::records::{state, CodeRecord};
@@ -41,7 +41,14 @@ pub struct Tier1Totals {
 
 struct PyResolver;
 
+/// Stencil symbols, resolved at the first compilation.
+static SYMBOLS: std::sync::OnceLock<SymbolCache> = std::sync::OnceLock::new();
+
 impl Resolver for PyResolver {
+    fn stencil_symbol(&self, index: u16) -> Option<u64> {
+        SYMBOLS.get_or_init(|| SymbolCache::new(|name| self.symbol(name))).get(index)
+    }
+
     fn symbol(&self, name: &str) -> Option<u64> {
         if let Some(a) = ember_tier1::glue::symbol(name) {
             return Some(a);
@@ -72,7 +79,8 @@ impl Resolver for PyResolver {
         if oparg as usize > abi::NB_OPARG_LAST {
             return None;
         }
-        let table = self.symbol("_PyEval_BinaryOps")? as *const u64;
+        static TABLE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+        let table = (*TABLE.get_or_init(|| self.symbol("_PyEval_BinaryOps")))? as *const u64;
         Some(unsafe { *table.add(oparg as usize) })
     }
 }

@@ -38,10 +38,32 @@ pub struct CodeInfo<'a> {
 pub trait Resolver {
     /// Address of an exported symbol (CPython's or Ember's own helpers).
     fn symbol(&self, name: &str) -> Option<u64>;
+    /// Address of `ember_stencils::SYMBOLS[index]`. Called for every symbol
+    /// hole, so a resolver used for many compilations should cache (see
+    /// [`SymbolCache`]).
+    fn stencil_symbol(&self, index: u16) -> Option<u64> {
+        self.symbol(ember_stencils::SYMBOLS[index as usize])
+    }
     /// The cached small int object for `value`.
     fn small_int(&self, value: u32) -> Option<u64>;
     /// `_PyEval_BinaryOps[oparg]`.
     fn binary_op(&self, oparg: u32) -> Option<u64>;
+}
+
+/// Every stencil symbol resolved once: looking one up by name (dlsym) per
+/// hole would dominate compile time.
+pub struct SymbolCache {
+    addrs: Vec<Option<u64>>,
+}
+
+impl SymbolCache {
+    pub fn new(resolve: impl Fn(&str) -> Option<u64>) -> SymbolCache {
+        SymbolCache { addrs: ember_stencils::SYMBOLS.iter().map(|n| resolve(n)).collect() }
+    }
+    #[inline]
+    pub fn get(&self, index: u16) -> Option<u64> {
+        self.addrs.get(index as usize).copied().flatten()
+    }
 }
 
 /// Why a code object stays in the interpreter.
@@ -113,7 +135,13 @@ pub(crate) fn name_of(op: u8) -> &'static str {
 /// The stencil for an instruction: its specialised form if there is one,
 /// else the generic form, else None.
 pub fn select(instr: &Instr) -> Option<&'static Stencil> {
-    let base = name_of(instr.base);
+    // Found by name once per opcode, not per instruction.
+    static BY_OPCODE: std::sync::OnceLock<Vec<Option<&'static Stencil>>> = std::sync::OnceLock::new();
+    BY_OPCODE.get_or_init(|| (0..=255u8).map(select_by_name).collect())[instr.opcode as usize]
+}
+
+fn select_by_name(opcode: u8) -> Option<&'static Stencil> {
+    let base = name_of(opcodes::deopt(opcode));
     let alias = match base {
         "EXTENDED_ARG" | "NOT_TAKEN" => Some("NOP"),
         _ => None,
@@ -121,7 +149,7 @@ pub fn select(instr: &Instr) -> Option<&'static Stencil> {
     if let Some(a) = alias {
         return ember_stencils::lookup(a);
     }
-    ember_stencils::lookup(name_of(instr.opcode)).or_else(|| ember_stencils::lookup(base))
+    ember_stencils::lookup(name_of(opcode)).or_else(|| ember_stencils::lookup(base))
 }
 
 /// A stencil placed in the output, with what its holes resolve to.
@@ -178,6 +206,27 @@ impl Compiled {
     }
     pub fn machine_code(&self) -> &[u8] {
         &self.mem.bytes()[..self.code_bytes]
+    }
+}
+
+/// GOT slots are keyed by address: a multiply mixes enough, SipHash is
+/// needless here.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        // The product's high bits are well mixed; fold them into the low
+        // bits, which pick the bucket.
+        self.0 ^ (self.0 >> 32)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
@@ -288,7 +337,8 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
     }
 
     let mut next_got = 0;
-    let mut got_slots: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    let mut got_slots: std::collections::HashMap<u64, usize, std::hash::BuildHasherDefault<AddrHasher>> =
+        Default::default();
     let mut next_tramp = 0;
     for (k, p) in placed.iter().enumerate() {
         let instr = p.instr.map(|i| &instrs[i]);
@@ -325,10 +375,9 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
                 HoleValue::Deopt => exit_addr(2),
                 HoleValue::Code => code_addr,
                 HoleValue::Data => data_addr,
-                HoleValue::Symbol(i) => {
-                    let name = ember_stencils::SYMBOLS[i as usize];
-                    resolver.symbol(name).ok_or_else(|| Refusal::Malformed(format!("symbol {name} not found")))?
-                }
+                HoleValue::Symbol(i) => resolver.stencil_symbol(i).ok_or_else(|| {
+                    Refusal::Malformed(format!("symbol {} not found", ember_stencils::SYMBOLS[i as usize]))
+                })?,
             })
         };
         let holes = p.stencil.code_holes.iter().filter(|h| (h.offset as usize) < p.code_len);
