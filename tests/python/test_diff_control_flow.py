@@ -299,3 +299,27 @@ def test_uncaught_exception_traceback_and_exit_code():
         level1()
     """, returncode=1)
     assert "KeyError: 'key'" in out.stderr and "in level3" in out.stderr
+
+
+def test_memory_error_while_unwinding_compiled_frame():
+    # Making the frame object for the traceback fails too: CPython's
+    # interpreter then raises that MemoryError; tier 1 must not lose it
+    # (it once asserted on a NULL exception in ember_unwind).
+    out = check("""
+        import _testcapi
+
+        def replace_oom(s1, s2, s3):
+            try:
+                _testcapi.set_nomemory(0, 0)
+                try:
+                    s1.replace(s2, s3)
+                finally:
+                    _testcapi.remove_mem_hooks()
+            except MemoryError:
+                return "MemoryError"
+            return "no error"
+
+        for i in range(3):
+            print(replace_oom("\\u8f58" * 4, "&", "&amp;"))
+    """)
+    assert out.stdout.count("MemoryError") == 3

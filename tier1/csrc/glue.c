@@ -84,11 +84,23 @@ ember_unwind(_PyInterpreterFrame *frame, _PyStackRef **stack_pointer_p, PyThread
     frame->stackpointer = sp;
     if (add_traceback) {
         if (!_PyFrame_IsIncomplete(frame)) {
-            /* This frame is tstate's current one while compiled code runs. */
-            PyFrameObject *f = PyThreadState_GetFrame(tstate);
+            PyFrameObject *f = frame->frame_obj;
             if (f != NULL) {
                 PyTraceBack_Here(f);
-                Py_DECREF(f);
+            }
+            else {
+                /* This frame is tstate's current one while compiled code
+                 * runs. Making its frame object can fail: the interpreter
+                 * then raises that MemoryError instead, but
+                 * PyThreadState_GetFrame clears it, so raise it again. */
+                f = PyThreadState_GetFrame(tstate);
+                if (f != NULL) {
+                    PyTraceBack_Here(f);
+                    Py_DECREF(f);
+                }
+                else if (!_PyErr_Occurred(tstate)) {
+                    PyErr_NoMemory();
+                }
             }
         }
         _PyEval_MonitorRaise(tstate, frame, frame->instr_ptr);
