@@ -10,6 +10,8 @@ fn main() {
     println!("cargo:rerun-if-changed=../stencils/c/ember_stencil.h");
     println!("cargo:rerun-if-env-changed=EMBER_CLANG");
     let include = std::env::var("DEP_EMBER_PYABI_INCLUDE").expect("ember-pyabi exports the CPython include directory");
+    let stencils_include =
+        std::env::var("DEP_EMBER_STENCILS_INCLUDE").expect("ember-stencils exports its generated headers");
     let clang = std::env::var("EMBER_CLANG").unwrap_or_else(|_| "clang-21".into());
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
 
@@ -57,6 +59,7 @@ fn main() {
         .file(&table_path)
         .include(&include)
         .include(format!("{include}/internal"))
+        .include(&stencils_include)
         .define("Py_BUILD_CORE", "1")
         .flag("-std=c11")
         .flag("-fno-strict-aliasing")

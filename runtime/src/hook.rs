@@ -69,6 +69,21 @@ unsafe fn eval_frame_slow(
         rec.profile.resumes += 1;
     }
     if throwflag == 0 && rec.profile.pinned != Some(Tier::Interpreter) {
+        // Code compiled before the interpreter quickened it runs generic
+        // stencils; once the interpreter has specialised it (the generic
+        // stencils hand frames over when their counters trigger), compile it
+        // again. Checked at calls 2, 4, 8, ...: a scan of the bytecode each.
+        if at_start && rec.profile.calls >= 2 && rec.profile.calls.is_power_of_two() {
+            if let Some(c) = rec.compiled.as_deref() {
+                if jit::quickening_changed(code, c) {
+                    // Compiled once (by policy, pin or request): compile
+                    // again whatever the policy says now.
+                    jit::retire(rec);
+                    rec.recompiles += 1;
+                    jit::compile_tier1(code, rec);
+                }
+            }
+        }
         if rec.compiled.is_none() && rec.refusal.is_none() && wants_tier1(rec, &st.settings) {
             jit::compile_tier1(code, rec);
         }

@@ -160,6 +160,17 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
     }
 }
 
+/// Whether the interpreter has specialised (or despecialised) instructions
+/// of `code` since `c` was compiled from it.
+///
+/// # Safety
+/// GIL held; `c` was compiled from `code`.
+pub unsafe fn quickening_changed(code: *mut ffi::PyObject, c: &ember_tier1::compile::Compiled) -> bool {
+    let n_units = ffi::Py_SIZE(code) as usize;
+    let bytecode = (code as *mut u8).add(abi::CODE_CO_CODE_ADAPTIVE) as *const u16;
+    compile::opcode_signature(core::slice::from_raw_parts(bytecode, n_units)) != c.opcode_signature
+}
+
 /// Monitoring or tracing re-instrumented `code` since it was compiled: stop
 /// entering its compiled code (frames still running it hand themselves to
 /// the interpreter at their next check) and allow a recompile once the code

@@ -34,6 +34,8 @@ pub struct CodeRecord {
     /// Compiled code replaced after re-instrumentation; kept until the code
     /// object dies, since frames may still be running it.
     pub retired: Vec<Box<ember_tier1::compile::Compiled>>,
+    /// Times compiled again because the interpreter specialised it since.
+    pub recompiles: u64,
     /// Position in `State::records`, for O(1) removal.
     registry_index: usize,
 }
@@ -99,6 +101,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         compile_ns: 0,
         compiled_version: 0,
         retired: Vec::new(),
+        recompiles: 0,
         registry_index: st.records.len(),
     }));
     st.by_code.insert(code as usize, rec);

@@ -143,6 +143,7 @@ pub fn hole_value_name(value: HoleValue) -> &'static str {
         HoleValue::Operand0 => "Operand0",
         HoleValue::Operand1 => "Operand1",
         HoleValue::ThisInstr => "ThisInstr",
+        HoleValue::DispatchInstr => "DispatchInstr",
         HoleValue::NextInstr => "NextInstr",
         HoleValue::Continue => "Continue",
         HoleValue::Jump => "Jump",

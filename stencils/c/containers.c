@@ -181,9 +181,10 @@ EMBER_STENCIL(UNPACK_EX)
 
 /* Specialised: an exact tuple or list of exactly oparg items; its items
  * are pushed last first, so that item 0 ends on top. */
-#define UNPACK_FAST(NAME, CHECK, SIZE, ITEMS, COUNT)                           \
+#define UNPACK_FAST(NAME, PRE, CHECK, SIZE, ITEMS, COUNT)                      \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
+        PRE;                                                                   \
         int oparg = COUNT;                                                     \
         _PyStackRef seq = stack_pointer[-1];                                   \
         PyObject *seq_o = BORROW(seq);                                         \
@@ -207,10 +208,10 @@ EMBER_STENCIL(UNPACK_EX)
 #define TUPLE_OR_LIST_CHECK(o) (PyTuple_CheckExact(o) || PyList_CheckExact(o))
 #define TUPLE_OR_LIST_SIZE(o) Py_SIZE(o)
 #define TUPLE_OR_LIST_ITEMS(o) (PyTuple_CheckExact(o) ? _PyTuple_ITEMS(o) : _PyList_ITEMS(o))
-UNPACK_FAST(UNPACK_SEQUENCE, TUPLE_OR_LIST_CHECK, TUPLE_OR_LIST_SIZE, TUPLE_OR_LIST_ITEMS, OPARG)
-UNPACK_FAST(UNPACK_SEQUENCE_TWO_TUPLE, PyTuple_CheckExact, PyTuple_GET_SIZE, _PyTuple_ITEMS, 2)
-UNPACK_FAST(UNPACK_SEQUENCE_TUPLE, PyTuple_CheckExact, PyTuple_GET_SIZE, _PyTuple_ITEMS, OPARG)
-UNPACK_FAST(UNPACK_SEQUENCE_LIST, PyList_CheckExact, PyList_GET_SIZE, _PyList_ITEMS, OPARG)
+UNPACK_FAST(UNPACK_SEQUENCE, ADAPTIVE(UNPACK_SEQUENCE), TUPLE_OR_LIST_CHECK, TUPLE_OR_LIST_SIZE, TUPLE_OR_LIST_ITEMS, OPARG)
+UNPACK_FAST(UNPACK_SEQUENCE_TWO_TUPLE, (void)0, PyTuple_CheckExact, PyTuple_GET_SIZE, _PyTuple_ITEMS, 2)
+UNPACK_FAST(UNPACK_SEQUENCE_TUPLE, (void)0, PyTuple_CheckExact, PyTuple_GET_SIZE, _PyTuple_ITEMS, OPARG)
+UNPACK_FAST(UNPACK_SEQUENCE_LIST, (void)0, PyList_CheckExact, PyList_GET_SIZE, _PyList_ITEMS, OPARG)
 
 /* ---- Formatting ------------------------------------------------------- */
 

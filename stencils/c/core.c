@@ -13,8 +13,7 @@ EMBER_STENCIL(DEOPT_EXIT)
  * this frame from here. */
 EMBER_STENCIL(UNSUPPORTED)
 {
-    SET_IP();
-    return ember_handoff(frame, stack_pointer, tstate);
+    DEOPT_HERE();
 }
 
 /* An exception at frame->instr_ptr: traceback entry, then the handler (through
@@ -48,22 +47,35 @@ EMBER_STENCIL(NOP)
 /* OPERAND0: the instrumentation version the code was compiled for. When
  * monitoring or tracing changed it, the interpreter runs this frame from
  * here (its RESUME instruments the code). */
+#define RESUME_BODY()                                                            \
+    do {                                                                         \
+        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0))) {                 \
+            if (ember_instrumentation_changed(tstate, OPERAND0)) {               \
+                DEOPT_HERE();                                                    \
+            }                                                                    \
+            /* Periodic check, except right after a yield-from/await             \
+             * resumption, as the interpreter does. */                           \
+            if ((OPARG & RESUME_OPARG_LOCATION_MASK) < RESUME_AFTER_YIELD_FROM) { \
+                ESCAPE();                                                        \
+                if (ember_handle_pending(tstate) < 0) {                          \
+                    ERROR();                                                     \
+                }                                                                \
+            }                                                                    \
+        }                                                                        \
+    } while (0)
+
 EMBER_STENCIL(RESUME)
 {
-    if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0))) {
-        if (ember_instrumentation_changed(tstate, OPERAND0)) {
-            SET_IP();
-            DEOPT();
-        }
-        /* Periodic check, except right after a yield-from/await resumption,
-         * as the interpreter does. */
-        if ((OPARG & RESUME_OPARG_LOCATION_MASK) < RESUME_AFTER_YIELD_FROM) {
-            ESCAPE();
-            if (ember_handle_pending(tstate) < 0) {
-                ERROR();
-            }
-        }
+    RESUME_BODY();
+    if (tstate->tracing == 0) {
+        QUICKEN_TO(RESUME, EMBER_OP_RESUME_CHECK);
     }
+    CONTINUE();
+}
+
+EMBER_STENCIL(RESUME_CHECK)
+{
+    RESUME_BODY();
     CONTINUE();
 }
 
@@ -191,7 +203,25 @@ EMBER_STENCIL(DELETE_FAST)
 /* OPERAND0: the constant (kept alive by the code object). */
 EMBER_STENCIL(LOAD_CONST)
 {
+    PyObject *obj = (PyObject *)OPERAND0;
+    QUICKEN_TO(LOAD_CONST, _Py_IsImmortal(obj) ? EMBER_OP_LOAD_CONST_IMMORTAL : EMBER_OP_LOAD_CONST_MORTAL);
+    stack_pointer[0] = PyStackRef_FromPyObjectNew(obj);
+    stack_pointer++;
+    CONTINUE();
+}
+
+/* Also LOAD_CONST_IMMORTAL (tier 1 falls back to the generic name's
+ * stencil only for forms it has none of). */
+EMBER_STENCIL(LOAD_CONST_MORTAL)
+{
     stack_pointer[0] = PyStackRef_FromPyObjectNew((PyObject *)OPERAND0);
+    stack_pointer++;
+    CONTINUE();
+}
+
+EMBER_STENCIL(LOAD_CONST_IMMORTAL)
+{
+    stack_pointer[0] = PyStackRef_FromPyObjectImmortal((PyObject *)OPERAND0);
     stack_pointer++;
     CONTINUE();
 }
@@ -245,6 +275,7 @@ EMBER_STENCIL(JUMP_FORWARD)
  * target's instruction, where the interpreter takes over if it changed. */
 EMBER_STENCIL(JUMP_BACKWARD)
 {
+    QUICKEN_TO(JUMP_BACKWARD, tstate->interp->jit ? EMBER_OP_JUMP_BACKWARD_JIT : EMBER_OP_JUMP_BACKWARD_NO_JIT);
     if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0))) {
         if (ember_instrumentation_changed(tstate, OPERAND0)) {
             frame->instr_ptr = (_Py_CODEUNIT *)OPERAND1;

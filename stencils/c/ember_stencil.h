@@ -22,6 +22,8 @@
 #include "pycore_stackref.h"
 #include "pycore_tuple.h"
 #include "pycore_list.h"
+/* EMBER_OP_<NAME>: opcode numbers (generated; see stencils/build.rs). */
+#include "ember_opcodes.h"
 
 #define EMBER_ARGS _PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadState *tstate
 #define EMBER_CC __attribute__((preserve_none))
@@ -34,6 +36,7 @@ extern char _EMBER_OPARG[];
 extern char _EMBER_OPERAND0[];
 extern char _EMBER_OPERAND1[];
 extern char _EMBER_THIS_INSTR[];
+extern char _EMBER_DISPATCH_INSTR[];
 extern char _EMBER_NEXT_INSTR[];
 
 /* Continuation holes. Hidden visibility: a direct jmp/b, not a GOT load. */
@@ -57,12 +60,20 @@ ember_hole(const void *sym)
 #define OPERAND0 ember_hole(_EMBER_OPERAND0)
 #define OPERAND1 ember_hole(_EMBER_OPERAND1)
 #define THIS_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_THIS_INSTR))
+#define DISPATCH_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_DISPATCH_INSTR))
 #define NEXT_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_NEXT_INSTR))
 
 #define CONTINUE() __attribute__((musttail)) return _EMBER_CONTINUE(frame, stack_pointer, tstate)
 #define JUMP() __attribute__((musttail)) return _EMBER_JUMP(frame, stack_pointer, tstate)
 #define ERROR() __attribute__((musttail)) return _EMBER_ERROR(frame, stack_pointer, tstate)
 #define DEOPT() __attribute__((musttail)) return _EMBER_DEOPT(frame, stack_pointer, tstate)
+/* The interpreter runs this instruction (and the rest of the frame): from its
+ * EXTENDED_ARG prefix, or it would decode a truncated oparg. */
+#define DEOPT_HERE()                                                             \
+    do {                                                                         \
+        frame->instr_ptr = DISPATCH_INSTR;                                       \
+        DEOPT();                                                                 \
+    } while (0)
 
 /* Frame-state discipline. */
 #define SET_IP() (frame->instr_ptr = THIS_INSTR)
@@ -96,6 +107,39 @@ PyObject *ember_call(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, i
 /* Build from n stack items, which they consume, also on failure. */
 PyObject *ember_build_tuple(_PyStackRef *items, int n);
 PyObject *ember_build_list(_PyStackRef *items, int n);
+
+/* Quickening as the interpreter does it, so that code compiled before the
+ * interpreter ever ran it still gets specialised (and later recompiled with
+ * specialised stencils). The first inline-cache entry of a specialisable
+ * instruction is its adaptive counter. CPython's specialiser is not
+ * exported: when the counter of a still-generic instruction triggers, the
+ * interpreter takes over the frame at that instruction, specialises it and
+ * runs the frame to its end. Otherwise the counter advances exactly as the
+ * interpreter's generic instruction advances it. An instruction specialised
+ * since compilation is left alone: the interpreter would run its specialised
+ * form, which leaves the counter unless a guard fails. */
+#define ADAPTIVE(GENERIC)                                                        \
+    do {                                                                         \
+        _Py_CODEUNIT *this_instr_ = THIS_INSTR;                                  \
+        if (this_instr_->op.code == EMBER_OP_##GENERIC) {                        \
+            if (UNLIKELY(backoff_counter_triggers(this_instr_[1].counter))) {    \
+                DEOPT_HERE();                                                    \
+            }                                                                    \
+            this_instr_[1].counter = advance_backoff_counter(this_instr_[1].counter); \
+        }                                                                        \
+    } while (0)
+
+/* Instructions the interpreter rewrites on their first execution, with no
+ * counter (RESUME -> RESUME_CHECK, LOAD_CONST -> LOAD_CONST_[IM]MORTAL,
+ * JUMP_BACKWARD -> JUMP_BACKWARD_NO_JIT): the generic stencil rewrites,
+ * stencils named after the rewritten forms do not. */
+#define QUICKEN_TO(GENERIC, SPECIALISED)                                         \
+    do {                                                                         \
+        _Py_CODEUNIT *this_instr_ = THIS_INSTR;                                  \
+        if (this_instr_->op.code == EMBER_OP_##GENERIC) {                        \
+            this_instr_->op.code = (SPECIALISED);                                \
+        }                                                                        \
+    } while (0)
 
 /* The eval breaker holds pending-event bits below _PY_EVAL_EVENTS_MASK and
  * the interpreter's instrumentation version above it. Compiled code is valid

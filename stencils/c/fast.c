@@ -267,8 +267,7 @@ hinted_entry(PyObject *owner, uint32_t hint, PyObject *name)
  * the state is exact: nothing of the instruction has happened yet). */
 #define LOAD_GLOBAL_MISS()                                                     \
     do {                                                                       \
-        SET_IP();                                                              \
-        DEOPT();                                                               \
+        DEOPT_HERE();                                                          \
     } while (0)
 
 /* The value at entry `index` of a dict whose keys have version `version`

@@ -61,6 +61,7 @@ EMBER_STENCIL(YIELD_VALUE)
  * (tier 1 points JUMP there). */
 EMBER_STENCIL(SEND)
 {
+    ADAPTIVE(SEND);
     _PyStackRef receiver = stack_pointer[-2], v = stack_pointer[-1];
     ESCAPE();
     PyObject *retval;

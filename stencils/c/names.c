@@ -405,6 +405,7 @@ EMBER_STENCIL(DELETE_ATTR)
  * with oparg & 2 arguments, then the attribute. OPERAND0: the name. */
 EMBER_STENCIL(LOAD_SUPER_ATTR)
 {
+    ADAPTIVE(LOAD_SUPER_ATTR);
     int oparg = OPARG;
     _PyStackRef *base = stack_pointer - 3;
     ESCAPE();

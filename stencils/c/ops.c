@@ -20,6 +20,7 @@
 /* OPERAND0: the binaryfunc for this oparg (_PyEval_BinaryOps[oparg]). */
 EMBER_STENCIL(BINARY_OP)
 {
+    ADAPTIVE(BINARY_OP);
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
     ESCAPE();
     PyObject *res = ((binaryfunc)OPERAND0)(BORROW(lhs), BORROW(rhs));
@@ -114,6 +115,7 @@ EMBER_STENCIL(BINARY_OP_SUBSCR_LIST_INT)
 /* COMPARE_OP: oparg >> 5 is the comparison; bit 16 asks for a bool. */
 EMBER_STENCIL(COMPARE_OP)
 {
+    ADAPTIVE(COMPARE_OP);
     int oparg = OPARG;
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
     COMPARE_GENERIC(oparg);
@@ -146,6 +148,7 @@ EMBER_STENCIL(COMPARE_OP_INT)
 
 EMBER_STENCIL(TO_BOOL)
 {
+    ADAPTIVE(TO_BOOL);
     _PyStackRef value = stack_pointer[-1];
     if (PyStackRef_IsTrue(value) || PyStackRef_IsFalse(value)) {
         CONTINUE();
@@ -205,6 +208,7 @@ EMBER_STENCIL(IS_OP)
 
 EMBER_STENCIL(CONTAINS_OP)
 {
+    ADAPTIVE(CONTAINS_OP);
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
     ESCAPE();
     int res = PySequence_Contains(BORROW(rhs), BORROW(lhs));
@@ -223,6 +227,7 @@ EMBER_STENCIL(CONTAINS_OP)
 /* OPERAND0: the name. Pushes the value, then NULL when oparg & 1. */
 EMBER_STENCIL(LOAD_GLOBAL)
 {
+    ADAPTIVE(LOAD_GLOBAL);
     ESCAPE();
     _PyEval_LoadGlobalStackRef(frame->f_globals, frame->f_builtins, (PyObject *)OPERAND0, stack_pointer);
     if (UNLIKELY(PyStackRef_IsNull(stack_pointer[0]))) {
@@ -244,6 +249,7 @@ EMBER_STENCIL(LOAD_GLOBAL)
  * (owner -- method, self) or (owner -- attr, NULL). */
 EMBER_STENCIL(LOAD_ATTR)
 {
+    ADAPTIVE(LOAD_ATTR);
     _PyStackRef owner = stack_pointer[-1];
     PyObject *name = (PyObject *)OPERAND0;
     ESCAPE();
@@ -283,6 +289,7 @@ EMBER_STENCIL(LOAD_ATTR)
 /* (value, owner --); OPERAND0: the name. */
 EMBER_STENCIL(STORE_ATTR)
 {
+    ADAPTIVE(STORE_ATTR);
     _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
     ESCAPE();
     int err = PyObject_SetAttr(BORROW(owner), (PyObject *)OPERAND0, BORROW(value));
@@ -299,6 +306,7 @@ EMBER_STENCIL(STORE_ATTR)
 /* (value, container, key --) */
 EMBER_STENCIL(STORE_SUBSCR)
 {
+    ADAPTIVE(STORE_SUBSCR);
     _PyStackRef value = stack_pointer[-3], container = stack_pointer[-2], key = stack_pointer[-1];
     ESCAPE();
     int err = PyObject_SetItem(BORROW(container), BORROW(key), BORROW(value));
@@ -333,6 +341,7 @@ EMBER_STENCIL(GET_ITER)
  * to the POP_ITER after the loop's END_FOR (tier 1 points JUMP there). */
 EMBER_STENCIL(FOR_ITER)
 {
+    ADAPTIVE(FOR_ITER);
     _PyStackRef iter = stack_pointer[-1];
     PyObject *it = BORROW(iter);
     ESCAPE();
@@ -386,6 +395,7 @@ EMBER_STENCIL(POP_ITER)
 /* (callable, self_or_null, args[oparg] -- res) */
 EMBER_STENCIL(CALL)
 {
+    ADAPTIVE(CALL);
     int oparg = OPARG;
     _PyStackRef *base = stack_pointer - oparg - 2;
     ESCAPE();
@@ -403,6 +413,7 @@ EMBER_STENCIL(CALL)
 /* (callable, self_or_null, args[oparg], kwnames -- res) */
 EMBER_STENCIL(CALL_KW)
 {
+    ADAPTIVE(CALL_KW);
     int oparg = OPARG;
     _PyStackRef *base = stack_pointer - oparg - 3;
     ESCAPE();

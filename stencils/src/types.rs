@@ -39,6 +39,9 @@ pub enum HoleValue {
     Operand0,
     Operand1,
     ThisInstr,
+    /// Where the interpreter must dispatch to run this instruction: its
+    /// first `EXTENDED_ARG` prefix if it has any, else `ThisInstr`.
+    DispatchInstr,
     NextInstr,
     Continue,
     Jump,

@@ -323,3 +323,27 @@ def test_memory_error_while_unwinding_compiled_frame():
             print(replace_oom("\\u8f58" * 4, "&", "&amp;"))
     """)
     assert out.stdout.count("MemoryError") == 3
+
+
+def test_handoff_at_instruction_with_extended_arg():
+    # A loop so long that FOR_ITER's oparg needs an EXTENDED_ARG prefix.
+    # When compiled code hands the frame to the interpreter at FOR_ITER (its
+    # adaptive counter triggers on the second execution), the interpreter
+    # must start at the prefix; from FOR_ITER itself it would read a
+    # truncated oparg ("Fatal Python error: Executing a cache").
+    body = "\n".join(f"        t = t + x * {i}" for i in range(120))
+    out = check(f"""
+import dis
+
+def long_loop(xs):
+    t = 0
+    for x in xs:
+{body}
+    return t
+
+ops = [i.opname for i in dis.get_instructions(long_loop)]
+print("EXTENDED_ARG before FOR_ITER:", ops[ops.index("FOR_ITER") - 1] == "EXTENDED_ARG")
+for n in range(4):
+    print(long_loop(list(range(n))))
+""")
+    assert "EXTENDED_ARG before FOR_ITER: True" in out.stdout

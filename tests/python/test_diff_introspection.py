@@ -280,3 +280,39 @@ def test_class_bodies_and_closures():
     assert "Child(2) 4 12 8" in out.stdout and "5 15 15" in out.stdout
     assert "[10, 11, 12] [12, 12, 12]" in out.stdout
     assert "('outer', 'Local')" in out.stdout
+
+
+QUICKENING = """
+    import dis
+
+    class Point:
+        def __init__(self, x, y):
+            self.x = x
+            self.y = y
+
+    def work(n, items):
+        total = 0
+        p = Point(1, 2)
+        for i in range(n):
+            a, b = (i, i + 1)
+            total += a * b + p.x
+            p.y = total
+            if i in items and total > 3 and items:
+                total -= len(items)
+        return (total, ())
+
+    def opnames(f):
+        return " ".join(i.opname for i in dis.get_instructions(f, adaptive=True))
+
+    # After each call, the specialised forms the interpreter has written into
+    # the bytecode: compiled code must quicken exactly as the interpreter does.
+    for n in (0, 1, 1, 3, 10):
+        work(n, {1, 2})
+        print(n, opnames(work))
+        print(n, opnames(Point.__init__))
+"""
+
+
+def test_quickening_matches_interpreter():
+    out = check(QUICKENING)
+    assert "BINARY_OP_ADD_INT" in out.stdout and "RESUME_CHECK" in out.stdout

@@ -128,6 +128,30 @@ pub fn decode(bytecode: &[u16]) -> Result<Vec<Instr>, Refusal> {
     Ok(out)
 }
 
+/// A digest of the instruction opcodes, inline caches skipped: it changes
+/// when the interpreter specialises (or despecialises) an instruction, which
+/// is when recompiling picks other stencils.
+pub fn opcode_signature(bytecode: &[u16]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut i = 0;
+    while i < bytecode.len() {
+        let op = (bytecode[i] & 0xff) as u8;
+        h = (h ^ op as u64).wrapping_mul(0x0100_0000_01b3);
+        i += 1 + opcodes::caches(opcodes::deopt(op));
+    }
+    h
+}
+
+/// The instruction the interpreter must dispatch at to run `instrs[k]` with
+/// its full oparg: the first of the `EXTENDED_ARG`s right before it.
+fn dispatch_start(instrs: &[Instr], k: usize) -> usize {
+    let mut start = k;
+    while start > 0 && name_of(instrs[start - 1].base) == "EXTENDED_ARG" && instrs[start - 1].next == instrs[start].index {
+        start -= 1;
+    }
+    start
+}
+
 pub(crate) fn name_of(op: u8) -> &'static str {
     opcodes::name(op).unwrap_or("<unknown>")
 }
@@ -183,6 +207,8 @@ pub struct Compiled {
     pub exits_offset: usize,
     /// (bytecode index, code offset, stencil name) per instruction, for `ember.dis`.
     pub map: Vec<(usize, usize, &'static str)>,
+    /// `opcode_signature` of the bytecode compiled.
+    pub opcode_signature: u64,
 }
 
 impl Compiled {
@@ -359,6 +385,10 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
                     _ => return Err(missing("operand 1")),
                 },
                 HoleValue::ThisInstr => info.bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.index as u64,
+                HoleValue::DispatchInstr => {
+                    let i = p.instr.ok_or_else(|| missing("an instruction"))?;
+                    info.bytecode_addr + 2 * instrs[dispatch_start(&instrs, i)].index as u64
+                }
                 HoleValue::NextInstr => info.bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.next as u64,
                 HoleValue::Continue => {
                     let i = instr.ok_or_else(|| missing("a next instruction"))?;
@@ -432,5 +462,14 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
         .collect();
     let mem = mem.finish().map_err(|e| Refusal::Memory(e.to_string()))?;
     let exits_offset = placed[first_exit].code_off;
-    Ok(Compiled { mem, entry_table_off: table_off, n_units, code_bytes, n_instructions: instrs.len(), exits_offset, map })
+    Ok(Compiled {
+        mem,
+        entry_table_off: table_off,
+        n_units,
+        code_bytes,
+        n_instructions: instrs.len(),
+        exits_offset,
+        map,
+        opcode_signature: opcode_signature(info.bytecode),
+    })
 }

@@ -195,9 +195,20 @@ def write_stats(path: str) -> None:
     import json  # here, not at the top: it would add to every EMBER=1 start-up
 
     data = stats()
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+    # Written aside and renamed: a process killed while writing (signal tests
+    # kill their children at exit) leaves no truncated file behind.
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _write_stats_at_exit(path: str, what: str = "EMBER_STATS") -> None:
