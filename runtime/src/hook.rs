@@ -27,17 +27,21 @@ pub unsafe extern "C" fn ember_eval_frame(
     let st = state();
     let code = (*frame).f_executable.as_ptr() as *mut ffi::PyObject;
     let rec = records::lookup(code);
-    // The common case with tier 1 off: a known code object called afresh,
-    // nothing to do but count. Kept free of calls so that it needs no saved
-    // registers; everything else is in the cold function.
+    // The common case with tier 1 off: a known code object called afresh
+    // or resumed (a generator's next()), nothing to do but count. Kept free
+    // of calls so that it needs no saved registers; everything else is in
+    // the cold function.
     if !rec.is_null()
         && throwflag == 0
-        && (*frame).instr_ptr == code_start(code)
         && st.settings.max_tier == Tier::Interpreter
         && (*rec).profile.pinned.is_none()
         && (*rec).compiled.is_none()
     {
-        (*rec).profile.calls += 1;
+        if (*frame).instr_ptr == code_start(code) {
+            (*rec).profile.calls += 1;
+        } else {
+            (*rec).profile.resumes += 1;
+        }
         return abi::_PyEval_EvalFrameDefault(tstate, frame, 0);
     }
     eval_frame_slow(tstate, frame, throwflag, code, rec)

@@ -181,7 +181,7 @@ EMBER_STENCIL(UNPACK_EX)
 
 /* Specialised: an exact tuple or list of exactly oparg items; its items
  * are pushed last first, so that item 0 ends on top. */
-#define UNPACK_FAST(NAME, PRE, CHECK, SIZE, ITEMS, COUNT)                      \
+#define UNPACK_FAST(NAME, PRE, MISS, CHECK, SIZE, ITEMS, COUNT)                \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
         PRE;                                                                   \
@@ -199,6 +199,7 @@ EMBER_STENCIL(UNPACK_EX)
             PyStackRef_CLOSE(seq);                                             \
             CONTINUE();                                                        \
         }                                                                      \
+        MISS;                                                                  \
         UNPACK_GENERIC(oparg, -1, oparg);                                      \
     }
 
@@ -208,10 +209,10 @@ EMBER_STENCIL(UNPACK_EX)
 #define TUPLE_OR_LIST_CHECK(o) (PyTuple_CheckExact(o) || PyList_CheckExact(o))
 #define TUPLE_OR_LIST_SIZE(o) Py_SIZE(o)
 #define TUPLE_OR_LIST_ITEMS(o) (PyTuple_CheckExact(o) ? _PyTuple_ITEMS(o) : _PyList_ITEMS(o))
-UNPACK_FAST(UNPACK_SEQUENCE, ADAPTIVE(UNPACK_SEQUENCE), TUPLE_OR_LIST_CHECK, TUPLE_OR_LIST_SIZE, TUPLE_OR_LIST_ITEMS, OPARG)
-UNPACK_FAST(UNPACK_SEQUENCE_TWO_TUPLE, (void)0, PyTuple_CheckExact, PyTuple_GET_SIZE, _PyTuple_ITEMS, 2)
-UNPACK_FAST(UNPACK_SEQUENCE_TUPLE, (void)0, PyTuple_CheckExact, PyTuple_GET_SIZE, _PyTuple_ITEMS, OPARG)
-UNPACK_FAST(UNPACK_SEQUENCE_LIST, (void)0, PyList_CheckExact, PyList_GET_SIZE, _PyList_ITEMS, OPARG)
+UNPACK_FAST(UNPACK_SEQUENCE, ADAPTIVE(UNPACK_SEQUENCE), (void)0, TUPLE_OR_LIST_CHECK, TUPLE_OR_LIST_SIZE, TUPLE_OR_LIST_ITEMS, OPARG)
+UNPACK_FAST(UNPACK_SEQUENCE_TWO_TUPLE, (void)0, ADAPTIVE_MISS(), PyTuple_CheckExact, PyTuple_GET_SIZE, _PyTuple_ITEMS, 2)
+UNPACK_FAST(UNPACK_SEQUENCE_TUPLE, (void)0, ADAPTIVE_MISS(), PyTuple_CheckExact, PyTuple_GET_SIZE, _PyTuple_ITEMS, OPARG)
+UNPACK_FAST(UNPACK_SEQUENCE_LIST, (void)0, ADAPTIVE_MISS(), PyList_CheckExact, PyList_GET_SIZE, _PyList_ITEMS, OPARG)
 
 /* ---- Formatting ------------------------------------------------------- */
 
@@ -324,6 +325,7 @@ EMBER_STENCIL(GET_LEN)
 /* The generic conversion, for a value the guard did not expect. */
 #define TO_BOOL_GENERIC(value)                                                 \
     do {                                                                       \
+        ADAPTIVE_MISS();                                               \
         if (PyStackRef_IsTrue(value) || PyStackRef_IsFalse(value)) {           \
             CONTINUE();                                                        \
         }                                                                      \
@@ -436,6 +438,7 @@ EMBER_STENCIL(TO_BOOL_ALWAYS_TRUE)
 
 #define BINOP_GENERIC()                                                        \
     do {                                                                       \
+        ADAPTIVE_MISS();                                               \
         ESCAPE();                                                              \
         PyObject *res_g = ((binaryfunc)OPERAND0)(BORROW(lhs), BORROW(rhs));    \
         BINOP_FINISH(res_g);                                                   \

@@ -129,6 +129,19 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
         }                                                                        \
     } while (0)
 
+/* A specialised instruction whose guard failed: the interpreter would run
+ * the generic instruction's body, counter included (its counter restarts at
+ * a cooldown value when it specialises). Must come before the instruction
+ * has changed anything: on the trigger the interpreter takes over here. */
+#define ADAPTIVE_MISS()                                                          \
+    do {                                                                         \
+        _Py_CODEUNIT *this_instr_ = THIS_INSTR;                                  \
+        if (UNLIKELY(backoff_counter_triggers(this_instr_[1].counter))) {        \
+            DEOPT_HERE();                                                        \
+        }                                                                        \
+        this_instr_[1].counter = advance_backoff_counter(this_instr_[1].counter); \
+    } while (0)
+
 /* Instructions the interpreter rewrites on their first execution, with no
  * counter (RESUME -> RESUME_CHECK, LOAD_CONST -> LOAD_CONST_[IM]MORTAL,
  * JUMP_BACKWARD -> JUMP_BACKWARD_NO_JIT): the generic stencil rewrites,

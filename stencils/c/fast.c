@@ -44,6 +44,7 @@ PyObject *ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int op
 /* The generic LOAD_ATTR (the name comes from the code object). */
 #define LOAD_ATTR_GENERIC()                                                    \
     do {                                                                       \
+        ADAPTIVE_MISS();                                               \
         int oparg_ = OPARG;                                                    \
         ESCAPE();                                                              \
         if (UNLIKELY(ember_load_attr_slow(frame, stack_pointer, oparg_) < 0)) { \
@@ -326,6 +327,7 @@ EMBER_STENCIL(LOAD_GLOBAL_BUILTIN)
 
 #define STORE_ATTR_GENERIC()                                                   \
     do {                                                                       \
+        ADAPTIVE_MISS();                                               \
         int oparg_ = OPARG;                                                    \
         ESCAPE();                                                              \
         int err_ = ember_store_attr_slow(frame, stack_pointer, oparg_);        \
@@ -412,6 +414,7 @@ EMBER_STENCIL(STORE_ATTR_WITH_HINT)
  * JUMP (past the END_FOR, to the POP_ITER). */
 #define FOR_ITER_GENERIC(it)                                                   \
     do {                                                                       \
+        ADAPTIVE_MISS();                                               \
         ESCAPE();                                                              \
         iternextfunc iternext_ = Py_TYPE(it)->tp_iternext;                     \
         if (UNLIKELY(iternext_ == NULL)) {                                     \
@@ -502,6 +505,7 @@ EMBER_STENCIL(FOR_ITER_TUPLE)
 /* The generic comparison, honouring oparg & 16 (convert to bool). */
 #define COMPARE_GENERIC()                                                      \
     do {                                                                       \
+        ADAPTIVE_MISS();                                               \
         ESCAPE();                                                              \
         if (UNLIKELY(ember_compare_slow(frame, stack_pointer, OPARG) < 0)) {   \
             stack_pointer -= 2;                                                \
@@ -574,6 +578,7 @@ EMBER_STENCIL(CONTAINS_OP_SET)
     if (LIKELY(PyAnySet_CheckExact(r))) {
         CONTAINS_WITH(_PySet_Contains((PySetObject *)r, BORROW(lhs)));
     }
+    ADAPTIVE_MISS();
     CONTAINS_WITH(PySequence_Contains(r, BORROW(lhs)));
 }
 
@@ -584,6 +589,7 @@ EMBER_STENCIL(CONTAINS_OP_DICT)
     if (LIKELY(PyDict_CheckExact(r))) {
         CONTAINS_WITH(PyDict_Contains(r, BORROW(lhs)));
     }
+    ADAPTIVE_MISS();
     CONTAINS_WITH(PySequence_Contains(r, BORROW(lhs)));
 }
 
@@ -591,6 +597,7 @@ EMBER_STENCIL(CONTAINS_OP_DICT)
 
 #define STORE_SUBSCR_GENERIC()                                                 \
     do {                                                                       \
+        ADAPTIVE_MISS();                                               \
         _PyStackRef value_ = stack_pointer[-3], container_ = stack_pointer[-2], sub_ = stack_pointer[-1]; \
         ESCAPE();                                                              \
         int err_ = PyObject_SetItem(BORROW(container_), BORROW(sub_), BORROW(value_)); \
@@ -678,6 +685,7 @@ EMBER_STENCIL(STORE_SUBSCR_DICT)
 /* The generic CALL, for a callable the guards did not expect. */
 #define CALL_GENERIC()                                                         \
     do {                                                                       \
+        ADAPTIVE_MISS();                                               \
         int oparg_ = OPARG;                                                    \
         _PyStackRef *base_ = stack_pointer - oparg_ - 2;                       \
         ESCAPE();                                                              \

@@ -439,6 +439,7 @@ EMBER_STENCIL(LOAD_SUPER_ATTR_ATTR)
         PyStackRef_CLOSE(global_super);
     }
     else {
+        ADAPTIVE_MISS();
         attr = ember_super_attr(frame, base, OPARG, name);
         stack_pointer = base;
     }
@@ -457,6 +458,7 @@ EMBER_STENCIL(LOAD_SUPER_ATTR_METHOD)
     _PyStackRef *base = stack_pointer - 3;
     ESCAPE();
     if (UNLIKELY(BORROW(global_super) != (PyObject *)&PySuper_Type || !PyType_Check(BORROW(class)))) {
+        ADAPTIVE_MISS();
         PyObject *attr = ember_super_attr(frame, base, OPARG, name);
         stack_pointer = base;
         if (UNLIKELY(attr == NULL)) {

@@ -38,6 +38,7 @@ EMBER_STENCIL(BINARY_OP)
             res = FAST((PyLongObject *)l, (PyLongObject *)r);                  \
         }                                                                      \
         else {                                                                 \
+            ADAPTIVE_MISS();                                                   \
             res = ((binaryfunc)OPERAND0)(l, r);                                \
         }                                                                      \
         BINARY_EPILOGUE(res);                                                  \
@@ -58,6 +59,7 @@ INT_BINOP(BINARY_OP_MULTIPLY_INT, _PyLong_Multiply)
             res = PyFloat_FromDouble(PyFloat_AS_DOUBLE(l) OP PyFloat_AS_DOUBLE(r)); \
         }                                                                      \
         else {                                                                 \
+            ADAPTIVE_MISS();                                                   \
             res = ((binaryfunc)OPERAND0)(l, r);                                \
         }                                                                      \
         BINARY_EPILOGUE(res);                                                  \
@@ -78,6 +80,7 @@ EMBER_STENCIL(BINARY_OP_SUBSCR_LIST_INT)
         res = Py_NewRef(PyList_GET_ITEM(l, _PyLong_CompactValue((PyLongObject *)r)));
     }
     else {
+        ADAPTIVE_MISS();
         res = ((binaryfunc)OPERAND0)(l, r);
     }
     BINARY_EPILOGUE(res);
@@ -142,6 +145,7 @@ EMBER_STENCIL(COMPARE_OP_INT)
         stack_pointer++;
         CONTINUE();
     }
+    ADAPTIVE_MISS();
     int oparg = OPARG;
     COMPARE_GENERIC(oparg);
 }

@@ -316,3 +316,51 @@ QUICKENING = """
 def test_quickening_matches_interpreter():
     out = check(QUICKENING)
     assert "BINARY_OP_ADD_INT" in out.stdout and "RESUME_CHECK" in out.stdout
+
+
+RESPECIALISATION = """
+    import dis
+    import _testinternalcapi
+
+    THRESHOLD = _testinternalcapi.SPECIALIZATION_THRESHOLD
+    COOLDOWN = _testinternalcapi.SPECIALIZATION_COOLDOWN
+
+    def ops(f):
+        return sorted({i.opname for i in dis.get_instructions(f, adaptive=True)
+                       if i.opname.startswith(("BINARY_OP", "LOAD_SUPER_ATTR", "COMPARE_OP"))})
+
+    class A:
+        def __init__(self):
+            meth = super().__init__
+            super().__init__()
+
+    def add(a, b):
+        return a + b < b
+
+    def fake_super():
+        def init(self):
+            pass
+        return init
+
+    def main():
+        for _ in range(THRESHOLD):
+            A(); add(1, 2)
+        print("specialised:", ops(A.__init__), ops(add))
+        # Guards now fail: after the cooldown the interpreter re-specialises
+        # or gives up; compiled code must count the misses as it does.
+        real_super = globals().get("super", __builtins__.super)
+        globals()["super"] = fake_super
+        try:
+            for _ in range(COOLDOWN + 2):
+                A(); add(1.5, 2.5)
+        finally:
+            del globals()["super"]
+        print("after misses:", ops(A.__init__), ops(add))
+
+    main()
+"""
+
+
+def test_respecialisation_after_guard_misses_matches_interpreter():
+    out = check(RESPECIALISATION, expect_seen=["A.__init__", "add", "fake_super", "main"])
+    assert "LOAD_SUPER_ATTR_ATTR" in out.stdout and "BINARY_OP_ADD_FLOAT" in out.stdout

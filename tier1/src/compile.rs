@@ -128,16 +128,23 @@ pub fn decode(bytecode: &[u16]) -> Result<Vec<Instr>, Refusal> {
     Ok(out)
 }
 
-/// A digest of the instruction opcodes, inline caches skipped: it changes
-/// when the interpreter specialises (or despecialises) an instruction, which
-/// is when recompiling picks other stencils.
+/// A digest of the instruction opcodes and their inline caches, adaptive
+/// counters (each cache's first entry) left out: it changes when the
+/// interpreter specialises, despecialises or re-specialises an instruction
+/// (new type versions, dict versions), which is when recompiling gives other
+/// stencils or other guard values.
 pub fn opcode_signature(bytecode: &[u16]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut mix = |v: u64| h = (h ^ v).wrapping_mul(0x0100_0000_01b3);
     let mut i = 0;
     while i < bytecode.len() {
         let op = (bytecode[i] & 0xff) as u8;
-        h = (h ^ op as u64).wrapping_mul(0x0100_0000_01b3);
-        i += 1 + opcodes::caches(opcodes::deopt(op));
+        mix(op as u64);
+        let caches = opcodes::caches(opcodes::deopt(op));
+        for unit in bytecode.iter().skip(i + 2).take(caches.saturating_sub(1)) {
+            mix(*unit as u64);
+        }
+        i += 1 + caches;
     }
     h
 }
