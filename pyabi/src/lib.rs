@@ -1,6 +1,7 @@
 //! CPython-version knowledge for Ember: layouts and private entry points.
 //! One module per supported CPython version; today only 3.14.
 
+pub mod locations;
 pub mod opcodes;
 pub mod v3_14;
 pub use v3_14 as current;

@@ -56,6 +56,9 @@ pub const CODE_CO_CONSTS: usize = 24;
 pub const CODE_CO_NAMES: usize = 32;
 pub const CODE_CO_LOCALSPLUSNAMES: usize = 96;
 pub const CODE_CO_FLAGS: usize = 48;
+/// `co_linetable` (bytes) and `co_firstlineno` (int): where lines start.
+pub const CODE_CO_LINETABLE: usize = 136;
+pub const CODE_CO_FIRSTLINENO: usize = 68;
 /// Instrumentation version the code was last instrumented for.
 pub const CODE_CO_INSTRUMENTATION_VERSION: usize = 168;
 /// `PyThreadState.eval_breaker`: pending-event bits below, the interpreter's
@@ -108,6 +111,8 @@ pub(crate) fn expected() -> Vec<(&'static str, usize)> {
         ("PyCodeObject.co_names", CODE_CO_NAMES),
         ("PyCodeObject.co_localsplusnames", CODE_CO_LOCALSPLUSNAMES),
         ("PyCodeObject.co_flags", CODE_CO_FLAGS),
+        ("PyCodeObject.co_linetable", CODE_CO_LINETABLE),
+        ("PyCodeObject.co_firstlineno", CODE_CO_FIRSTLINENO),
         ("PyCodeObject._co_instrumentation_version", CODE_CO_INSTRUMENTATION_VERSION),
         ("PyThreadState.eval_breaker", TSTATE_EVAL_BREAKER),
         ("_PY_EVAL_EVENTS_MASK", PY_EVAL_EVENTS_MASK),

@@ -76,8 +76,10 @@ unsafe fn eval_frame_slow(
         // Code compiled before the interpreter quickened it runs generic
         // stencils; once the interpreter has specialised it (the generic
         // stencils hand frames over when their counters trigger), compile it
-        // again. Checked at calls 2, 4, 8, ...: a scan of the bytecode each.
-        if at_start && rec.profile.calls >= 2 && rec.profile.calls.is_power_of_two() {
+        // again. Checked after a frame of it was handed over, and at calls
+        // 2, 4, 8, ...: a scan of the bytecode each.
+        if at_start && (rec.handed_off || (rec.profile.calls >= 2 && rec.profile.calls.is_power_of_two())) {
+            rec.handed_off = false;
             if let Some(c) = rec.compiled.as_deref() {
                 if jit::quickening_changed(code, c) {
                     // Compiled once (by policy, pin or request): compile

@@ -127,6 +127,14 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
     let consts = tuple_items(field(code, abi::CODE_CO_CONSTS));
     let names = tuple_items(field(code, abi::CODE_CO_NAMES));
     let lpnames = tuple_items(field(code, abi::CODE_CO_LOCALSPLUSNAMES));
+    let lines = {
+        let table: *mut ffi::PyObject = field(code, abi::CODE_CO_LINETABLE);
+        let bytes = core::slice::from_raw_parts(
+            ffi::PyBytes_AsString(table) as *const u8,
+            ffi::PyBytes_Size(table) as usize,
+        );
+        ember_pyabi::locations::line_numbers(bytes, field(code, abi::CODE_CO_FIRSTLINENO), n_units)
+    };
     let info = CodeInfo {
         code_object: code as u64,
         bytecode: core::slice::from_raw_parts(bytecode_ptr, n_units),
@@ -135,6 +143,7 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
         names: &names,
         localsplusnames: &lpnames,
         instrumentation_version: version,
+        lines: &lines,
     };
     let result = compile::compile(&info, &PyResolver);
     let elapsed = start.elapsed().as_nanos() as u64;

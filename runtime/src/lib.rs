@@ -351,6 +351,7 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
                 return Err(PyErr::fetch(py));
             }
             st.watcher = id;
+            ember_tier1::glue::set_handoff_observer(records::note_handoff);
         }
     }
     m.add("MAX_AVAILABLE_TIER", MAX_AVAILABLE_TIER.number())?;

@@ -36,6 +36,9 @@ pub struct CodeRecord {
     pub retired: Vec<Box<ember_tier1::compile::Compiled>>,
     /// Times compiled again because the interpreter specialised it since.
     pub recompiles: u64,
+    /// A frame of it was handed to the interpreter, which may have
+    /// specialised it: check at the next call.
+    pub handed_off: bool,
     /// Position in `State::records`, for O(1) removal.
     registry_index: usize,
 }
@@ -102,6 +105,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         compiled_version: 0,
         retired: Vec::new(),
         recompiles: 0,
+        handed_off: false,
         registry_index: st.records.len(),
     }));
     st.by_code.insert(code as usize, rec);
@@ -132,4 +136,12 @@ pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i
     // Frames are counted per record; keep the freed ones in the total.
     st.totals.frames += rec.profile.calls + rec.profile.resumes;
     0
+}
+
+/// Tier 1's hand-off observer (see `ember_tier1::glue::set_handoff_observer`).
+pub unsafe extern "C" fn note_handoff(code: *mut core::ffi::c_void) {
+    let rec = lookup(code as *mut ffi::PyObject);
+    if !rec.is_null() {
+        (*rec).handed_off = true;
+    }
 }

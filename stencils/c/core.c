@@ -9,6 +9,19 @@ EMBER_STENCIL(DEOPT_EXIT)
     return ember_handoff(frame, stack_pointer, tstate);
 }
 
+/* Before the first instruction of a line (tier 1 places it; see
+ * compile.rs line_starts). OPERAND0: the instrumentation version compiled
+ * for. Tracing or monitoring switched on by code this frame called has
+ * instrumented its code object already; the interpreter reports this line
+ * to the tracer, so it takes the frame over here. */
+EMBER_STENCIL(LINE_CHECK)
+{
+    if (UNLIKELY(ember_instrumentation_changed(tstate, OPERAND0))) {
+        DEOPT_HERE();
+    }
+    CONTINUE();
+}
+
 /* An instruction tier 1 does not compile: the interpreter runs the rest of
  * this frame from here. */
 EMBER_STENCIL(UNSUPPORTED)

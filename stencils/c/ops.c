@@ -69,6 +69,26 @@ FLOAT_BINOP(BINARY_OP_ADD_FLOAT, +)
 FLOAT_BINOP(BINARY_OP_SUBTRACT_FLOAT, -)
 FLOAT_BINOP(BINARY_OP_MULTIPLY_FLOAT, *)
 
+/* OPERAND1: the specialisation descriptor the interpreter chose (from the
+ * inline cache): its guard and action, e.g. for int/float mixes. */
+EMBER_STENCIL(BINARY_OP_EXTEND)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    PyObject *l = BORROW(lhs), *r = BORROW(rhs);
+    _PyBinaryOpSpecializationDescr *d = (_PyBinaryOpSpecializationDescr *)OPERAND1;
+    PyObject *res;
+    if (LIKELY(d->guard(l, r))) {
+        ESCAPE();
+        res = d->action(l, r);
+    }
+    else {
+        ADAPTIVE_MISS();
+        ESCAPE();
+        res = ((binaryfunc)OPERAND0)(l, r);
+    }
+    BINARY_EPILOGUE(res);
+}
+
 EMBER_STENCIL(BINARY_OP_SUBSCR_LIST_INT)
 {
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];

@@ -802,22 +802,20 @@ def _add(a, b):
     return a + b
 
 
-@pytest.mark.parametrize("func, warm, specialised, cases", [
-    (_add, [(1, 2.5), (3, 0.5)], "BINARY_OP_EXTEND",
-     [(2, 1.5), (1.5, 2), ("a", "b"), (1, "b"), (10**30, 0.5)]),
-])
-def test_specialisations_without_stencil_use_generic(ember_on, func, warm, specialised, cases):
-    """Specialised forms with no stencil of their own compile to the generic
-    BINARY_OP stencil, which handles every type. (BINARY_OP_SUBSCR_GETITEM
-    never appears: the interpreter does not specialise it under PEP 523.)"""
+def test_binary_op_extend_in_process(ember_on):
+    """BINARY_OP_EXTEND runs the interpreter's own specialisation descriptor
+    (guard and action) from the inline cache, and the generic operation when
+    the guard fails."""
     import dis
     ember = ember_on
-    func = _reference(func)
+    func = _reference(_add)
+    warm = [(1, 2.5), (3, 0.5)]
     ember.pin(func, 0)
     for _ in range(40):
         for args in warm:
             func(*args)
     ember.unpin(func)
-    assert specialised in {i.opname for i in dis.get_instructions(func, adaptive=True)}
-    _specialise_and_compile(ember, func, warm, ["BINARY_OP"])
+    assert "BINARY_OP_EXTEND" in {i.opname for i in dis.get_instructions(func, adaptive=True)}
+    _specialise_and_compile(ember, func, warm, ["BINARY_OP_EXTEND"])
+    cases = [(2, 1.5), (1.5, 2), ("a", "b"), (1, "b"), (10**30, 0.5), (1, float("inf"))]
     _same_as_interpreter(ember, func, cases)

@@ -337,6 +337,9 @@ RESPECIALISATION = """
     def add(a, b):
         return a + b < b
 
+    def mixed(x):
+        return (42 + x, 42 / x)
+
     def fake_super():
         def init(self):
             pass
@@ -344,23 +347,76 @@ RESPECIALISATION = """
 
     def main():
         for _ in range(THRESHOLD):
-            A(); add(1, 2)
-        print("specialised:", ops(A.__init__), ops(add))
+            A(); add(1, 2); mixed(1.0)
+        print("specialised:", ops(A.__init__), ops(add), ops(mixed))
         # Guards now fail: after the cooldown the interpreter re-specialises
         # or gives up; compiled code must count the misses as it does.
         real_super = globals().get("super", __builtins__.super)
         globals()["super"] = fake_super
         try:
-            for _ in range(COOLDOWN + 2):
-                A(); add(1.5, 2.5)
+            for _ in range(COOLDOWN):
+                A(); add(1.5, 2.5); mixed(float("nan"))
         finally:
             del globals()["super"]
-        print("after misses:", ops(A.__init__), ops(add))
+        print("after misses:", ops(A.__init__), ops(add), ops(mixed))
 
     main()
 """
 
 
 def test_respecialisation_after_guard_misses_matches_interpreter():
-    out = check(RESPECIALISATION, expect_seen=["A.__init__", "add", "fake_super", "main"])
+    out = check(RESPECIALISATION, expect_seen=["A.__init__", "add", "mixed", "fake_super", "main"])
     assert "LOAD_SUPER_ATTR_ATTR" in out.stdout and "BINARY_OP_ADD_FLOAT" in out.stdout
+    assert "BINARY_OP_EXTEND" in out.stdout
+
+
+TRACING_SWITCHED_ON_BY_A_CALLEE = """
+    import asyncio
+    import sys
+
+    events = []
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename == __file__:
+            events.append((event, frame.f_code.co_name, frame.f_lineno))
+        return tracer
+
+    class TraceFromHere:
+        # What pdb's set_trace_async does: trace the awaiting frame from its
+        # next line on, switched on while that frame is running.
+        def __await__(self):
+            frame = sys._getframe(1)
+            while frame.f_code.co_name != "main":
+                frame = frame.f_back
+            frame.f_trace = tracer
+            sys.settrace(tracer)
+            return iter(())
+
+    def plain(n):
+        total = 0
+        sys.settrace(tracer)
+        sys._getframe().f_trace = tracer
+        total += n
+        total *= 2
+        sys.settrace(None)
+        return total
+
+    async def main():
+        await TraceFromHere()
+        x = 1
+        y = x + 1
+        sys.settrace(None)
+        return y
+
+    print(asyncio.run(main()), plain(3))
+    for e in events:
+        print(*e)
+"""
+
+
+def test_tracing_switched_on_by_a_callee_reports_the_next_line():
+    # Tracing switched on while a compiled frame runs instruments its code
+    # object at once: the interpreter reports the frame's next line, so
+    # compiled code must hand the frame over at the next line start.
+    out = check(TRACING_SWITCHED_ON_BY_A_CALLEE)
+    assert "line main" in out.stdout and "line plain" in out.stdout

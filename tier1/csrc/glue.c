@@ -20,11 +20,19 @@ ember_run(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
     return entry(frame, frame->stackpointer, tstate);
 }
 
+/* Told of every hand-off, with the frame's code object (set by the
+ * runtime: the interpreter may specialise that code now, which compiled code
+ * picks up by recompiling). */
+void (*ember_handoff_observer)(PyObject *code) = NULL;
+
 /* The interpreter takes over the frame at frame->instr_ptr and runs it to
  * its end. */
 PyObject *
 ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadState *tstate)
 {
+    if (ember_handoff_observer != NULL) {
+        ember_handoff_observer((PyObject *)_PyFrame_GetCode(frame));
+    }
     frame->stackpointer = stack_pointer;
     tstate->current_frame = frame->previous;
     tstate->py_recursion_remaining++;

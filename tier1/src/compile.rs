@@ -32,6 +32,8 @@ pub struct CodeInfo<'a> {
     /// The interpreter's instrumentation version the code is compiled for
     /// (its bytecode is uninstrumented at that version).
     pub instrumentation_version: u64,
+    /// Source line of every code unit (`None`: no location).
+    pub lines: &'a [Option<i32>],
 }
 
 /// Values that come from the running CPython.
@@ -183,6 +185,34 @@ fn select_by_name(opcode: u8) -> Option<&'static Stencil> {
     ember_stencils::lookup(name_of(opcode)).or_else(|| ember_stencils::lookup(base))
 }
 
+/// Instructions where the interpreter would report a new line to a tracer
+/// (as CPython's instrumentation marks them: a line other than the last one
+/// seen, and jump targets), except the first: a LINE_CHECK goes before each.
+/// Tracing switched on by code this frame calls instruments the frame's own
+/// code object at once, and the interpreter reports the next line start; so
+/// must compiled code, by handing the frame over there.
+fn line_starts(instrs: &[Instr], info: &CodeInfo<'_>) -> Vec<bool> {
+    let mut starts = vec![false; instrs.len()];
+    let mut current = None;
+    for (k, i) in instrs.iter().enumerate() {
+        let line = info.lines.get(i.index).copied().flatten();
+        if line.is_some() && line != current {
+            starts[k] = k > 0;
+            current = line;
+        }
+    }
+    let slot_of: std::collections::HashMap<usize, usize> =
+        instrs.iter().enumerate().map(|(k, i)| (i.index, k)).collect();
+    for i in instrs {
+        if let JumpTo::Instr(t) = operands::jump(i, name_of(i.base)) {
+            if let Some(&k) = slot_of.get(&t) {
+                starts[k] |= k > 0 && info.lines.get(t).copied().flatten().is_some();
+            }
+        }
+    }
+    starts
+}
+
 /// A stencil placed in the output, with what its holes resolve to.
 struct Placed {
     stencil: &'static Stencil,
@@ -194,6 +224,9 @@ struct Placed {
     operand0: Option<u64>,
     operand1: Option<u64>,
     jump: Option<Target>,
+    /// A LINE_CHECK: it continues into the next placed stencil, its
+    /// instruction's.
+    line_check: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -285,8 +318,25 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
         ember_stencils::lookup(name).ok_or_else(|| Refusal::Malformed(format!("no {name} stencil")))
     };
     let (error_exit, reraise_exit, deopt_exit) = (exit("ERROR_EXIT")?, exit("RERAISE_EXIT")?, exit("DEOPT_EXIT")?);
+    let line_check = exit("LINE_CHECK")?;
+    let starts = line_starts(&instrs, info);
 
     for (k, instr) in instrs.iter().enumerate() {
+        if starts[k] {
+            let code_len = line_check.trailing_continue.map_or(line_check.code.len(), |off| off as usize);
+            index_to_slot[instr.index] = placed.len();
+            placed.push(Placed {
+                stencil: line_check,
+                code_len,
+                code_off: 0,
+                data_off: 0,
+                instr: Some(k),
+                operand0: Some(info.instrumentation_version),
+                operand1: None,
+                jump: None,
+                line_check: true,
+            });
+        }
         let stencil = select(instr).ok_or(Refusal::Unsupported(name_of(instr.base)))?;
         let base = name_of(instr.base);
         let (operand0, operand1) = operands::operands(instr, base, info, resolver)?;
@@ -296,13 +346,25 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
             JumpTo::ReraiseExit => Some(Target::ReraiseExit),
             JumpTo::None => None,
         };
-        index_to_slot[instr.index] = k;
+        if !starts[k] {
+            index_to_slot[instr.index] = placed.len();
+        }
         let is_last = k + 1 == instrs.len();
         let code_len = match stencil.trailing_continue {
             Some(off) if !is_last => off as usize,
             _ => stencil.code.len(),
         };
-        placed.push(Placed { stencil, code_len, code_off: 0, data_off: 0, instr: Some(k), operand0, operand1, jump });
+        placed.push(Placed {
+            stencil,
+            code_len,
+            code_off: 0,
+            data_off: 0,
+            instr: Some(k),
+            operand0,
+            operand1,
+            jump,
+            line_check: false,
+        });
     }
     for st in [error_exit, reraise_exit, deopt_exit] {
         placed.push(Placed {
@@ -314,6 +376,7 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
             operand0: None,
             operand1: None,
             jump: None,
+            line_check: false,
         });
     }
     let n_exits = 3;
@@ -397,6 +460,8 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
                     info.bytecode_addr + 2 * instrs[dispatch_start(&instrs, i)].index as u64
                 }
                 HoleValue::NextInstr => info.bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.next as u64,
+                // A LINE_CHECK goes on with its instruction, placed next.
+                HoleValue::Continue if p.line_check => base_addr + placed[k + 1].code_off as u64,
                 HoleValue::Continue => {
                     let i = instr.ok_or_else(|| missing("a next instruction"))?;
                     if i.next >= n_units {
@@ -465,7 +530,12 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
     }
     let map = instrs
         .iter()
-        .map(|i| (i.index, placed[index_to_slot[i.index]].code_off, placed[index_to_slot[i.index]].stencil.name))
+        .map(|i| {
+            let slot = index_to_slot[i.index];
+            // A line start's code begins with its LINE_CHECK.
+            let own = if placed[slot].line_check { slot + 1 } else { slot };
+            (i.index, placed[slot].code_off, placed[own].stencil.name)
+        })
         .collect();
     let mem = mem.finish().map_err(|e| Refusal::Memory(e.to_string()))?;
     let exits_offset = placed[first_exit].code_off;

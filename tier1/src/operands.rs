@@ -37,6 +37,14 @@ pub fn operands(
         }
         // OPERAND1 of BINARY_OP_INPLACE_ADD_UNICODE (containers.c): the
         // local of the STORE_FAST it folds in.
+        // OPERAND1 of BINARY_OP_EXTEND (ops.c): the interpreter's
+        // specialisation descriptor, a pointer in the inline cache.
+        "BINARY_OP" if crate::compile::name_of(instr.opcode) == "BINARY_OP_EXTEND" => (
+            Some(resolver.binary_op(oparg).ok_or_else(|| Refusal::Malformed("binary op".into()))?),
+            Some(cache_u64(instr, info, 1).filter(|&d| d != 0).ok_or_else(|| {
+                Refusal::Malformed("BINARY_OP_EXTEND: bad inline cache".into())
+            })?),
+        ),
         "BINARY_OP" => (
             Some(resolver.binary_op(oparg).ok_or_else(|| Refusal::Malformed("binary op".into()))?),
             inplace_add_store(instr, info).map(u64::from),
