@@ -105,6 +105,10 @@ pub unsafe fn code_version(code: *mut ffi::PyObject) -> u64 {
     field::<usize>(code, abi::CODE_CO_INSTRUMENTATION_VERSION) as u64
 }
 
+/// Why a code object called once or more is not compiled yet, though
+/// nothing refuses it.
+pub const DEFERRED_INSTRUMENTATION: &str = "instrumentation changed since it last ran (compiled at a later call)";
+
 /// Compile `code` at tier 1 and attach the result (or the refusal) to its
 /// record. Code the interpreter has not yet brought up to the current
 /// instrumentation version is left for later (no refusal recorded).
@@ -114,8 +118,13 @@ pub unsafe fn code_version(code: *mut ffi::PyObject) -> u64 {
 pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
     let version = instrumentation_version(ffi::PyThreadState_Get() as *mut c_void);
     if code_version(code) != version {
+        // Monitoring or tracing changed the instrumentation since this code
+        // last ran: the interpreter brings it up to date when it runs it
+        // (which this call now does), and a later call compiles it.
+        rec.deferred = Some(DEFERRED_INSTRUMENTATION);
         return;
     }
+    rec.deferred = None;
     if ember_tier1::jitmem::mapped_bytes() >= state().settings.code_limit {
         // Not a refusal of this code: it may compile once memory is freed.
         *state().tier1.refused.get_or_insert_with(HashMap::new).entry("code memory limit".into()).or_default() += 1;

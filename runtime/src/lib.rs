@@ -192,9 +192,10 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
             t1.set_item("address", c.addr())?;
             d.set_item("tier1", t1)?;
         }
-        match &rec.refusal {
-            Some(r) => d.set_item("interpreter_reason", r.to_string())?,
-            None => d.set_item("interpreter_reason", py.None())?,
+        match (&rec.refusal, rec.deferred) {
+            (Some(r), _) => d.set_item("interpreter_reason", r.to_string())?,
+            (None, Some(why)) if rec.compiled.is_none() => d.set_item("interpreter_reason", why)?,
+            _ => d.set_item("interpreter_reason", py.None())?,
         }
         functions.append(d)?;
     }

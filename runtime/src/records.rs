@@ -28,6 +28,8 @@ pub struct CodeRecord {
     pub compiled: Option<Box<ember_tier1::compile::Compiled>>,
     /// Why tier 1 would not compile this code object.
     pub refusal: Option<ember_tier1::compile::Refusal>,
+    /// Why it is not compiled yet, when it may be later.
+    pub deferred: Option<&'static str>,
     pub compile_ns: u64,
     /// Instrumentation version `compiled` is valid for.
     pub compiled_version: u64,
@@ -101,6 +103,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         profile: CodeProfile::default(),
         compiled: None,
         refusal: None,
+        deferred: None,
         compile_ns: 0,
         compiled_version: 0,
         retired: Vec::new(),

@@ -130,6 +130,13 @@ EMBER_STENCIL(SET_ADD)
     PyObject *set = BORROW(stack_pointer[-1 - OPARG]);
     stack_pointer--;
     ESCAPE();
+    /* Code can rebind __conditional_annotations__ (the set module-level
+     * annotations are added to) to anything: 3.14.10 checks (gh-154902). */
+    if (UNLIKELY(!PySet_CheckExact(set))) {
+        _PyErr_Format(tstate, PyExc_TypeError, "'%.200s' object is not a set", Py_TYPE(set)->tp_name);
+        PyStackRef_CLOSE(v);
+        ERROR();
+    }
     if (UNLIKELY(_PySet_AddTakeRef((PySetObject *)set, PyStackRef_AsPyObjectSteal(v)) != 0)) {
         ERROR();
     }

@@ -819,3 +819,23 @@ def test_binary_op_extend_in_process(ember_on):
     _specialise_and_compile(ember, func, warm, ["BINARY_OP_EXTEND"])
     cases = [(2, 1.5), (1.5, 2), ("a", "b"), (1, "b"), (10**30, 0.5), (1, float("inf"))]
     _same_as_interpreter(ember, func, cases)
+
+
+def test_set_add_to_rebound_conditional_annotations():
+    # Module-level annotations under a condition are recorded with SET_ADD in
+    # __conditional_annotations__, which code can rebind to anything: 3.14.10
+    # raises TypeError there (gh-154902); compiled code crashed.
+    check("""
+        class S(set):
+            pass
+
+        def main():
+            for value in ("0", "{}", "[]", "''", "frozenset()", "S()", "set()"):
+                try:
+                    exec(f"__conditional_annotations__ = {value}\\nx: int\\n", {"S": S})
+                    print(value, "ok")
+                except TypeError as e:
+                    print(value, "TypeError:", e)
+
+        main()
+    """, expect_seen=["main"])
