@@ -211,8 +211,9 @@ def test_stats_summary_on_stderr(scripts):
     assert lines and all(line.startswith("ember: ") for line in lines)
     assert "frames" in lines[0] and "code objects seen" in lines[0]
     square = [line for line in lines if " square (probe.py:" in line]
-    # Tier 1 is opt-in: by default square stays in the interpreter.
-    assert len(square) == 1 and square[0].split()[1:3] == ["25", "0"]
+    # Columns: calls, resumes, tier. Tier 1 is opt-in: by default square
+    # stays in the interpreter.
+    assert len(square) == 1 and square[0].split()[1:4] == ["25", "0", "0"]
 
 
 def test_stats_json_option(scripts):
@@ -220,6 +221,33 @@ def test_stats_json_option(scripts):
     p = python("-m", "ember", "--stats-json", path, str(scripts / "probe.py"), cwd=scripts)
     assert (p.stdout, p.stderr, p.returncode) == ("True True 4900\n", "", 0)
     assert calls_of(load_stats(path), "square", str(scripts / "probe.py")) == 25
+
+
+def test_stats_reader_prints_top_functions(scripts, tmp_path):
+    path = difftest.new_stats_path("stats-reader")
+    p = python("-m", "ember", "--stats-json", path, str(scripts / "probe.py"), cwd=scripts)
+    assert p.returncode == 0
+    r = python("-m", "ember.report", path, "--top", "500", "--sort", "calls", cwd=scripts)
+    assert r.returncode == 0 and r.stderr == ""
+    lines = r.stdout.splitlines()
+    assert "code objects seen" in lines[0]
+    rows = lines[lines.index(next(l for l in lines if l.split()[:2] == ["calls", "resumes"])) + 1:]
+    assert 3 <= len(rows) <= 500
+    # Most calls first; square was called 25 times.
+    calls = [int(row.split()[0]) for row in rows]
+    assert calls == sorted(calls, reverse=True)
+    assert any(" square (probe.py:" in row and row.split()[0] == "25" for row in rows)
+    top2 = python("-m", "ember.report", path, "--top", "2", cwd=scripts).stdout.splitlines()
+    assert top2[-2:] == rows[:2]
+
+    (tmp_path / "other.json").write_text('{"schema": "something-else"}')
+    bad = python("-m", "ember.report", str(tmp_path / "other.json"), cwd=scripts)
+    assert bad.returncode == 2 and "not an Ember stats file" in bad.stderr
+    data = json.loads(open(path).read())
+    data["schema_version"] = 99
+    (tmp_path / "future.json").write_text(json.dumps(data))
+    future = python("-m", "ember.report", str(tmp_path / "future.json"), cwd=scripts)
+    assert future.returncode == 2 and "schema version 99" in future.stderr
 
 
 def test_version(scripts):

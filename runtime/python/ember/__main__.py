@@ -113,18 +113,11 @@ def parse_args(argv: list[str]) -> _Options:
 
 
 def print_summary(out=None, top: int = 15) -> None:
+    from . import report
+
     out = sys.stderr if out is None else out
-    s = ember.stats()
-    g = s["global"]
-    by_tier = ", ".join(f"tier {t}: {n}" for t, n in sorted(g["code_objects_by_tier"].items()))
-    print(f"ember: {g['frames']} frames, {g['code_objects_seen']} code objects seen "
-          f"({g['code_objects_live']} live; {by_tier})", file=out)
-    rows = s["functions"][:top]
-    if rows:
-        print(f"ember: {'calls':>10} {'tier':>4}  function", file=out)
-    for f in rows:
-        where = f"{os.path.basename(f['filename'])}:{f['firstlineno']}"
-        print(f"ember: {f['calls']:>10} {f['tier']:>4}  {f['qualname']} ({where})", file=out)
+    for line in report.format_summary(ember.stats(), top=top):
+        print(f"ember: {line}", file=out)
 
 
 def _start_ember(opts: _Options) -> None:
