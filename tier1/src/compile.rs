@@ -201,11 +201,13 @@ fn line_starts(instrs: &[Instr], info: &CodeInfo<'_>) -> Vec<bool> {
             current = line;
         }
     }
-    let slot_of: std::collections::HashMap<usize, usize> =
-        instrs.iter().enumerate().map(|(k, i)| (i.index, k)).collect();
+    let mut instr_at = vec![usize::MAX; info.bytecode.len()];
+    for (k, i) in instrs.iter().enumerate() {
+        instr_at[i.index] = k;
+    }
     for i in instrs {
         if let JumpTo::Instr(t) = operands::jump(i, name_of(i.base)) {
-            if let Some(&k) = slot_of.get(&t) {
+            if let Some(&k) = instr_at.get(t).filter(|&&k| k != usize::MAX) {
                 starts[k] |= k > 0 && info.lines.get(t).copied().flatten().is_some();
             }
         }
