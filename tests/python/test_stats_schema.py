@@ -1,0 +1,99 @@
+"""The stats document (ember.stats(), EMBER_STATS files) against its
+published JSON Schema, docs/stats.schema.json."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jsonschema
+import pytest
+
+import difftest
+import ember
+
+SCHEMA_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "stats.schema.json")
+
+PROGRAM = textwrap.dedent("""
+    def gen(n):
+        for i in range(n):
+            yield i * i
+
+    def work(n):
+        total = 0
+        for _ in range(n):
+            total += sum(gen(10))
+        return total
+
+    print(work(50))
+""")
+
+
+@pytest.fixture(scope="module")
+def validator():
+    with open(SCHEMA_PATH, encoding="utf-8") as f:
+        schema = json.load(f)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def stats_file(tmp_path, env):
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    path = difftest.new_stats_path("schema")
+    p = subprocess.run([sys.executable, str(script)], env=difftest.clean_environ({**env, "EMBER_STATS": path}),
+                       capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "14250\n", "")
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def consistent(doc):
+    g = doc["global"]
+    assert g["code_objects_live"] == len(doc["functions"]) == sum(g["code_objects_by_tier"].values())
+    assert g["code_objects_seen"] == g["code_objects_live"] + g["code_objects_freed"]
+    for f in doc["functions"]:
+        assert ("tier1" in f) == (f["tier"] == 1), f
+
+
+@pytest.mark.parametrize("env, tier1", [
+    ({"EMBER": "1"}, False),
+    ({"EMBER": "1", "EMBER_TIER1_THRESHOLD": "0"}, True),
+])
+def test_stats_file_matches_schema(validator, tmp_path, env, tier1):
+    doc = stats_file(tmp_path, env)
+    validator.validate(doc)
+    consistent(doc)
+    work = next(f for f in doc["functions"] if f["qualname"] == "work")
+    assert work["calls"] == 1 and (work["tier"] == 1) == tier1
+    gen = next(f for f in doc["functions"] if f["qualname"] == "gen")
+    # Ten resumptions yield, the eleventh finishes the generator.
+    assert gen["calls"] == 50 and gen["resumes"] == 50 * 11
+    if tier1:
+        assert doc["global"]["tier1"]["compiled"] > 0 and work["tier1"]["code_bytes"] > 0
+
+
+def test_in_process_stats_match_schema(validator, ember_on):
+    def f(x):
+        return x + 1
+
+    ember.pin(f, 1)
+    f(1), f(2)
+    doc = ember.stats()
+    validator.validate(doc)
+    ember.unpin(f)
+
+
+def test_schema_rejects_broken_documents(validator, tmp_path):
+    doc = stats_file(tmp_path, {"EMBER": "1"})
+    broken = []
+    d = copy.deepcopy(doc); del d["global"]["frames"]; broken.append(d)
+    d = copy.deepcopy(doc); d["schema_version"] = 2; broken.append(d)
+    d = copy.deepcopy(doc); d["functions"][0]["calls"] = -1; broken.append(d)
+    d = copy.deepcopy(doc); d["functions"][0]["tier"] = 3; broken.append(d)
+    d = copy.deepcopy(doc); d["global"]["unexpected"] = 0; broken.append(d)
+    for d in broken:
+        with pytest.raises(jsonschema.ValidationError):
+            validator.validate(d)
