@@ -158,6 +158,20 @@ fn _code_info(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<(u8, Py<PyAny
     }
 }
 
+/// (bytecode instructions, machine-code bytes, compile ns) of a code object's
+/// tier-1 code, or None (benches/compile_speed.py).
+#[pyfunction]
+fn _tier1_info(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let code = as_code(code)?;
+    unsafe {
+        let rec = records::lookup(code);
+        match (!rec.is_null()).then(|| (*rec).compiled.as_deref()).flatten() {
+            Some(c) => (c.n_instructions, c.code_bytes, (*rec).compile_ns).into_py_any(py),
+            None => Ok(py.None()),
+        }
+    }
+}
+
 /// Every record as a dict, plus global totals.
 #[pyfunction]
 fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -369,6 +383,7 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_configure, m)?)?;
     m.add_function(wrap_pyfunction!(_compile, m)?)?;
     m.add_function(wrap_pyfunction!(_tier1_code, m)?)?;
+    m.add_function(wrap_pyfunction!(_tier1_info, m)?)?;
     m.add_function(wrap_pyfunction!(_tier1_disassemble, m)?)?;
     Ok(())
 }
