@@ -194,6 +194,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         d.set_item("firstlineno", code.getattr("co_firstlineno")?)?;
         d.set_item("calls", p.calls)?;
         d.set_item("resumes", p.resumes)?;
+        d.set_item("handoffs", unsafe { (*recs[i]).handoffs })?;
         d.set_item("tier", p.current_tier().number())?;
         d.set_item("pinned", tier_value(py, p.pinned)?)?;
         let rec = unsafe { &*recs[i] };
@@ -238,6 +239,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     tier1.set_item("code_bytes", t1.code_bytes)?;
     tier1.set_item("instructions", t1.instructions)?;
     tier1.set_item("mapped_bytes", ember_tier1::jitmem::mapped_bytes())?;
+    tier1.set_item("handoffs", unsafe { state().totals_handoffs })?;
     let refused = PyDict::new(py);
     if let Some(map) = &t1.refused {
         for (k, v) in map {

@@ -41,6 +41,10 @@ pub struct CodeRecord {
     /// A frame of it was handed to the interpreter, which may have
     /// specialised it: check at the next call.
     pub handed_off: bool,
+    /// Frames handed from tier-1 code to the interpreter (tier 1's deopts:
+    /// a failed guard, an adaptive counter that triggered, or
+    /// instrumentation switched on).
+    pub handoffs: u64,
     /// Position in `State::records`, for O(1) removal.
     registry_index: usize,
 }
@@ -55,6 +59,8 @@ pub struct State {
     pub totals: GlobalCounters,
     pub settings: Settings,
     pub tier1: Tier1Totals,
+    /// Hand-offs to the interpreter, freed records' included.
+    pub totals_handoffs: u64,
 }
 
 pub struct GilCell<T>(UnsafeCell<T>);
@@ -68,6 +74,7 @@ pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
     totals: GlobalCounters { frames: 0, code_objects_seen: 0, code_objects_freed: 0 },
     settings: Settings { tier1_threshold: 8, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
     tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, code_bytes: 0, instructions: 0 },
+    totals_handoffs: 0,
 }));
 
 /// # Safety
@@ -109,6 +116,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         retired: Vec::new(),
         recompiles: 0,
         handed_off: false,
+        handoffs: 0,
         registry_index: st.records.len(),
     }));
     st.by_code.insert(code as usize, rec);
@@ -146,5 +154,7 @@ pub unsafe extern "C" fn note_handoff(code: *mut core::ffi::c_void) {
     let rec = lookup(code as *mut ffi::PyObject);
     if !rec.is_null() {
         (*rec).handed_off = true;
+        (*rec).handoffs += 1;
+        state().totals_handoffs += 1;
     }
 }

@@ -9,6 +9,7 @@ import asyncio
 import functools
 import gc
 import json
+import os
 import threading
 import types
 
@@ -18,8 +19,9 @@ import ember
 
 GLOBAL_KEYS = {"frames", "code_objects_seen", "code_objects_freed", "code_objects_live",
                "code_objects_by_tier", "tier1"}
-TIER1_GLOBAL_KEYS = {"compiled", "compile_ns", "code_bytes", "instructions", "mapped_bytes", "refused"}
-FUNCTION_KEYS = {"qualname", "filename", "firstlineno", "calls", "resumes", "tier", "pinned",
+TIER1_GLOBAL_KEYS = {"compiled", "compile_ns", "code_bytes", "instructions", "mapped_bytes", "handoffs",
+                     "refused"}
+FUNCTION_KEYS = {"qualname", "filename", "firstlineno", "calls", "resumes", "handoffs", "tier", "pinned",
                  "interpreter_reason"}
 # Present only on functions compiled at tier 1.
 TIER1_FUNCTION_KEYS = {"code_bytes", "total_bytes", "instructions", "compile_ns", "address"}
@@ -94,7 +96,13 @@ def test_enable_refuses_invalid_configuration(ember_off, monkeypatch):
 
 # --- stats() ----------------------------------------------------------------
 
-def test_stats_structure(ember_on):
+def test_stats_structure(ember_on, monkeypatch):
+    # The entry checked below is the default policy's (tier 0 after one
+    # call), also when this process runs under EMBER_TIER1_THRESHOLD=0.
+    for name in [k for k in os.environ if k.startswith("EMBER_")]:
+        monkeypatch.delenv(name)
+    ember.enable()
+
     def probe():
         return 1
 
@@ -127,7 +135,7 @@ def test_stats_structure(ember_on):
         "qualname": "test_stats_structure.<locals>.probe",
         "filename": __file__,
         "firstlineno": probe.__code__.co_firstlineno,
-        "calls": 1, "resumes": 0, "tier": 0, "pinned": None, "interpreter_reason": None,
+        "calls": 1, "resumes": 0, "handoffs": 0, "tier": 0, "pinned": None, "interpreter_reason": None,
     }
     assert json.loads(json.dumps(s)) == s
 

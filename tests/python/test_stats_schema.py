@@ -73,6 +73,11 @@ def test_stats_file_matches_schema(validator, tmp_path, env, tier1):
     assert gen["calls"] == 50 and gen["resumes"] == 50 * 11
     if tier1:
         assert doc["global"]["tier1"]["compiled"] > 0 and work["tier1"]["code_bytes"] > 0
+        # work's loop: FOR_ITER's adaptive counter triggers on its second
+        # execution and the interpreter takes the frame over to specialise.
+        assert work["handoffs"] >= 1 and doc["global"]["tier1"]["handoffs"] >= work["handoffs"]
+    else:
+        assert work["handoffs"] == 0 and doc["global"]["tier1"]["handoffs"] == 0
 
 
 def test_in_process_stats_match_schema(validator, ember_on):
