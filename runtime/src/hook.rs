@@ -76,9 +76,12 @@ unsafe fn eval_frame_slow(
         // Code compiled before the interpreter quickened it runs generic
         // stencils; once the interpreter has specialised it (the generic
         // stencils hand frames over when their counters trigger), compile it
-        // again. Checked after a frame of it was handed over, and at calls
-        // 2, 4, 8, ...: a scan of the bytecode each.
-        if at_start && (rec.handed_off || (rec.profile.calls >= 2 && rec.profile.calls.is_power_of_two())) {
+        // again. Checked after a frame of it was handed over (the first
+        // MAX_EAGER_RECOMPILES times: a polymorphic site makes the
+        // interpreter re-specialise every ~53 executions, forever), and at
+        // calls 2, 4, 8, ...: a scan of the bytecode each.
+        let eager = rec.handed_off && rec.recompiles < MAX_EAGER_RECOMPILES;
+        if at_start && (eager || (rec.profile.calls >= 2 && rec.profile.calls.is_power_of_two())) {
             rec.handed_off = false;
             if let Some(c) = rec.compiled.as_deref() {
                 if jit::quickening_changed(code, c) {
@@ -105,6 +108,10 @@ unsafe fn eval_frame_slow(
     }
     abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag)
 }
+
+/// Recompilations prompted by hand-offs, per code object; later ones wait
+/// for the next power-of-two call count.
+const MAX_EAGER_RECOMPILES: u64 = 8;
 
 #[inline(always)]
 fn wants_tier1(rec: &records::CodeRecord, settings: &jit::Settings) -> bool {

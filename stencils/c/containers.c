@@ -352,6 +352,9 @@ EMBER_STENCIL(GET_LEN)
 EMBER_STENCIL(TO_BOOL_BOOL)
 {
     _PyStackRef value = stack_pointer[-1];
+    if (LIKELY(PyStackRef_IsTrue(value) || PyStackRef_IsFalse(value))) {
+        CONTINUE();
+    }
     TO_BOOL_GENERIC(value);
 }
 
