@@ -64,15 +64,36 @@ ensure_binfmt() {
 
 is_mounted() { mountpoint -q "$1"; }
 
+# A bind mount shows its source's device and inode.
+same_dir() { [ "$(stat -c %d:%i "$1" 2>/dev/null)" = "$(stat -c %d:%i "$2")" ]; }
+
+# `dst` shows the directory `src`. A bind mount outlives its source: a clone
+# deleted and made again at the same path (CI's fresh clone) leaves the old
+# mount showing the deleted directory, so a mount point alone proves nothing.
+ensure_bind() {
+    local src=$1 dst=$2
+    same_dir "$dst" "$src" && return 0
+    if is_mounted "$dst"; then
+        log "replacing the stale mount at $dst"
+        umount -l "$dst" || die "could not unmount the stale $dst"
+    fi
+    mkdir -p "$dst"
+    mount --bind "$src" "$dst" || die "could not bind-mount $src at $dst"
+    same_dir "$dst" "$src" || die "$dst does not show $src after mounting it"
+}
+
 # Mounts vanish on reboot; put back whichever are missing.
 ensure_mounts() {
     local root=$1
-    is_mounted "$root/proc" || mount -t proc proc "$root/proc"
-    is_mounted "$root/sys" || { mount --rbind /sys "$root/sys"; mount --make-rslave "$root/sys"; }
-    is_mounted "$root/dev" || { mount --rbind /dev "$root/dev"; mount --make-rslave "$root/dev"; }
-    is_mounted "$root/tmp" || mount --bind /tmp "$root/tmp"
-    mkdir -p "$root$REPO"
-    is_mounted "$root$REPO" || mount --bind "$REPO" "$root$REPO"
+    is_mounted "$root/proc" || mount -t proc proc "$root/proc" || die "could not mount $root/proc"
+    if ! is_mounted "$root/sys"; then
+        mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys" || die "could not mount $root/sys"
+    fi
+    if ! is_mounted "$root/dev"; then
+        mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev" || die "could not mount $root/dev"
+    fi
+    ensure_bind /tmp "$root/tmp"
+    ensure_bind "$REPO" "$root$REPO"
 }
 
 # The proxy's CA is trusted by the host as locally added certificates; pip and
@@ -94,13 +115,17 @@ in_chroot() {
         PATH=$VENV/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
 }
 
+# Runs "$@" holding the named lock. "$@" is deliberately not part of a `||`
+# list: bash ignores `set -e` inside a function called that way, which once let
+# a failed mount pass silently. Under `set -e` a failure exits the script and
+# the lock goes with the process; in a caller's `|| die` the status comes back.
 with_lock() {
-    local name=$1; shift
+    local name=$1 lockfd status; shift
     mkdir -p "$EMBER_DEV_ENV_DIR"
     exec {lockfd}>"$EMBER_DEV_ENV_DIR/$name.lock"
     flock "$lockfd"
-    local status=0
-    "$@" || status=$?
-    flock -u "$lockfd"
+    "$@"
+    status=$?
+    exec {lockfd}>&-
     return "$status"
 }
