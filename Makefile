@@ -1,6 +1,6 @@
 # The two commands of the README. Everything runs inside the provisioned
 # CPython 3.14 environment through dev/env (provisioned on first use).
-.PHONY: demo test test-full env
+.PHONY: demo test test-full test-arm64 env
 
 demo:
 	EMBER_MAX_TIER=1 EMBER_TIER1_THRESHOLD=2 dev/env python -m ember --stats benches/workloads/demo.py
@@ -12,6 +12,13 @@ test:
 # test for test with stock CPython.
 test-full:
 	dev/env python tests/cpython/regrtest.py --list full
+
+# arm64 under qemu-user (issue 5): the pytest suite (its differential tests
+# run every snippet with every function compiled at tier 1 at first call) and
+# CPython's arm64 list with ember-t1, compared test for test with stock arm64.
+test-arm64:
+	dev/env --arch arm64 python -m pytest tests/python -q -p no:cacheprovider
+	dev/env --arch arm64 python tests/cpython/regrtest.py --list arm64 --config ember-t1 -j2
 
 env:
 	dev/provision

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use object::elf;
 use object::read::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SymbolSection};
-use object::{Architecture, ObjectKind, RelocationFlags, SectionFlags, SectionIndex, SymbolFlags, SymbolKind};
+use object::{ObjectKind, RelocationFlags, SectionFlags, SectionIndex, SymbolFlags, SymbolKind};
 
 use crate::target::Target;
 use crate::types::{Hole, HoleValue, RelocKind};
@@ -119,10 +119,7 @@ fn section_bytes(section: &object::read::Section<'_, '_>) -> Result<Vec<u8>, Str
 /// Extracts every stencil of one object.
 pub(crate) fn extract(target: Target, bytes: &[u8], source: &str) -> Result<Vec<RawStencil>, Error> {
     let file = object::File::parse(bytes).map_err(|e| Error::new(format!("not an object file: {e}")))?;
-    let want_arch = match target {
-        Target::X86_64 => Architecture::X86_64,
-        Target::Aarch64 => Architecture::Aarch64,
-    };
+    let want_arch = target.object_architecture();
     if file.format() != object::BinaryFormat::Elf
         || file.architecture() != want_arch
         || !file.is_64()

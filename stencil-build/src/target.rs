@@ -59,6 +59,14 @@ impl Target {
         }
     }
 
+    /// The architecture field of this target's object files.
+    pub(crate) fn object_architecture(self) -> object::Architecture {
+        match self {
+            Target::X86_64 => object::Architecture::X86_64,
+            Target::Aarch64 => object::Architecture::Aarch64,
+        }
+    }
+
     /// Target-specific clang flags (see README.md for why each is there).
     pub(crate) fn clang_flags(self) -> &'static [&'static str] {
         match self {

@@ -312,12 +312,13 @@ def clean_env() -> dict:
 
 
 PROBE = r"""
-import importlib.util, json, sys
+import importlib.util, json, os, sys
 names = sys.argv[1:]
 mod = sys.modules.get("ember")
 base = sys.modules.get("_pep523_baseline")
 info = {
     "version": sys.version,
+    "machine": os.uname().machine,
     "executable": sys.executable,
     "ember_loaded": mod is not None,
     "ember_enabled": bool(mod is not None and mod.is_enabled()),
@@ -871,10 +872,13 @@ def confirm_diffs(python, run_dir, config, base_env, env, diffs, options) -> dic
 # --------------------------------------------------------------------------
 # Stock cache: keyed by everything that can change a stock result here.
 
-def cache_key(tests: list[str], version: str, options: list[str], env: dict) -> str:
+def cache_key(tests: list[str], version: str, machine: str, options: list[str],
+              env: dict) -> str:
+    # sys.version does not name the ISA: an arm64 stock result (dev/env --arch
+    # arm64) must never stand in for an x86-64 one, or the reverse.
     env_for_key = {k: v for k, v in env.items() if k != "TMPDIR"}
-    blob = json.dumps({"tests": tests, "version": version, "options": options,
-                       "env": env_for_key}, sort_keys=True)
+    blob = json.dumps({"tests": tests, "version": version, "machine": machine,
+                       "options": options, "env": env_for_key}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -1040,7 +1044,7 @@ def main(argv=None) -> int:
     if info["missing_tests"]:
         raise UsageError(f"{rel(lpath)}: no such test module(s): {', '.join(info['missing_tests'])}")
     version = info["version"]
-    log(f"python {version.split()[0]}, regrtest options: {' '.join(options)}")
+    log(f"python {version.split()[0]} ({info['machine']}), regrtest options: {' '.join(options)}")
     log(f"ember build {build['ember_so_sha256']} (snapshot of {build['ember_package']})")
     if lpath.resolve() == (LISTS_DIR / "full.txt") and not ns.testdir:
         current = list_all_tests(str(python), base_env)
@@ -1058,7 +1062,7 @@ def main(argv=None) -> int:
         config_envs[config.name] = env
 
     # Stock run (or its cached result).
-    key = cache_key(tests, version, options, base_env)
+    key = cache_key(tests, version, info["machine"], options, base_env)
     cache_dir = ns.results / "stock-cache" / key
     stock = None
     stock_source = "run now"
@@ -1087,6 +1091,7 @@ def main(argv=None) -> int:
 
     # Report.
     summary = {"list": rel(lpath), "names": len(tests), "options": options, "python": version,
+               "machine": info["machine"],
                "ignore_files": [rel(f) for f in ns.ignore_files], "ember_build": build,
                "stock_source": stock_source, "configs": {}}
     compared = {}

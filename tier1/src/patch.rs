@@ -85,6 +85,13 @@ pub fn is_got(kind: RelocKind) -> bool {
     )
 }
 
+/// Whether `kind` is a PC-relative field of a call or jump that a
+/// [`trampoline`] can stand in for when the target is out of reach (x86-64
+/// rel32, aarch64 `b`/`bl`); the caller checks that the hole names a symbol.
+pub fn is_branch(kind: RelocKind) -> bool {
+    matches!(kind, RelocKind::X86_64_PC32 | RelocKind::Aarch64_BRANCH26)
+}
+
 /// The distances (`value - field_address`, after page rounding for `adrp`)
 /// a PC-relative kind can encode, inclusive; `None` for absolute kinds. For
 /// placing trampolines and GOT slots.
