@@ -44,6 +44,10 @@ pub struct CodeProfile {
     pub calls: u64,
     /// Frames resumed part-way (generators, coroutines resumed after a yield).
     pub resumes: u64,
+    /// Back-edges (`JUMP_BACKWARD`: loop iterations) taken in tier-1 code,
+    /// which increments this field through its address; the interpreter's
+    /// are not seen. The profile must not move while compiled code exists.
+    pub back_edges: u64,
     /// Tier the user pinned this code to, if any.
     pub pinned: Option<Tier>,
     /// Tier it currently runs at.

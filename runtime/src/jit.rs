@@ -109,6 +109,10 @@ pub unsafe fn code_version(code: *mut ffi::PyObject) -> u64 {
 /// nothing refuses it.
 pub const DEFERRED_INSTRUMENTATION: &str = "instrumentation changed since it last ran (compiled at a later call)";
 
+/// Why a code object that tier 1 would compile waits: compiled code already
+/// fills `EMBER_CODE_LIMIT_MB`.
+pub const DEFERRED_CODE_LIMIT: &str = "code memory limit";
+
 /// Compile `code` at tier 1 and attach the result (or the refusal) to its
 /// record. Code the interpreter has not yet brought up to the current
 /// instrumentation version is left for later (no refusal recorded).
@@ -127,7 +131,8 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
     rec.deferred = None;
     if ember_tier1::jitmem::mapped_bytes() >= state().settings.code_limit {
         // Not a refusal of this code: it may compile once memory is freed.
-        *state().tier1.refused.get_or_insert_with(HashMap::new).entry("code memory limit".into()).or_default() += 1;
+        rec.deferred = Some(DEFERRED_CODE_LIMIT);
+        *state().tier1.refused.get_or_insert_with(HashMap::new).entry(DEFERRED_CODE_LIMIT.into()).or_default() += 1;
         return;
     }
     let start = Instant::now();
@@ -153,6 +158,8 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
         localsplusnames: &lpnames,
         instrumentation_version: version,
         lines: &lines,
+        // The record is boxed and outlives its compiled code (retired code too).
+        back_edge_counter: core::ptr::addr_of_mut!(rec.profile.back_edges) as u64,
     };
     let result = compile::compile(&info, &PyResolver);
     let elapsed = start.elapsed().as_nanos() as u64;
@@ -164,6 +171,8 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
             totals.code_bytes += c.code_bytes as u64;
             totals.instructions += c.n_instructions as u64;
             rec.compile_ns = elapsed;
+            rec.tier1_compiles += 1;
+            rec.tier1_compile_ns_total += elapsed;
             rec.profile.tier = Some(Tier::Baseline);
             rec.compiled_version = version;
             if state().settings.perf_map {

@@ -195,9 +195,24 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         d.set_item("calls", p.calls)?;
         d.set_item("resumes", p.resumes)?;
         d.set_item("handoffs", unsafe { (*recs[i]).handoffs })?;
+        let rec = unsafe { &*recs[i] };
+        // Counted by tier-1 code only: unknown for code never compiled.
+        if rec.tier1_compiles > 0 {
+            d.set_item("back_edges", p.back_edges)?;
+        } else {
+            d.set_item("back_edges", py.None())?;
+        }
         d.set_item("tier", p.current_tier().number())?;
         d.set_item("pinned", tier_value(py, p.pinned)?)?;
-        let rec = unsafe { &*recs[i] };
+        let per_tier = |v: u64| -> PyResult<Bound<'py, PyDict>> {
+            let t = PyDict::new(py);
+            t.set_item("1", v)?;
+            Ok(t)
+        };
+        d.set_item("compiles", per_tier(rec.tier1_compiles)?)?;
+        d.set_item("compile_ns", per_tier(rec.tier1_compile_ns_total)?)?;
+        // Deoptimisations by reason are tier 2's; tier 1's are `handoffs`.
+        d.set_item("deopts", PyDict::new(py))?;
         if let Some(c) = rec.compiled.as_deref() {
             let t1 = PyDict::new(py);
             t1.set_item("code_bytes", c.code_bytes)?;
@@ -219,6 +234,13 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     // Frames of live records plus those of freed records and record-less frames.
     let live_frames: u64 = recs.iter().map(|&r| unsafe { (*r).profile.calls + (*r).profile.resumes }).sum();
     g.set_item("frames", totals.frames + live_frames)?;
+    let (freed_calls, freed_resumes, freed_back_edges) =
+        unsafe { (state().freed.calls, state().freed.resumes, state().freed.back_edges) };
+    let live_sum = |f: fn(&ember_profiler::CodeProfile) -> u64| -> u64 {
+        recs.iter().map(|&r| unsafe { f(&(*r).profile) }).sum()
+    };
+    g.set_item("calls", freed_calls + live_sum(|p| p.calls))?;
+    g.set_item("resumes", freed_resumes + live_sum(|p| p.resumes))?;
     g.set_item("code_objects_seen", totals.code_objects_seen)?;
     g.set_item("code_objects_freed", totals.code_objects_freed)?;
     g.set_item("code_objects_live", recs.len())?;
@@ -240,6 +262,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     tier1.set_item("instructions", t1.instructions)?;
     tier1.set_item("mapped_bytes", ember_tier1::jitmem::mapped_bytes())?;
     tier1.set_item("handoffs", unsafe { state().totals_handoffs })?;
+    tier1.set_item("back_edges", freed_back_edges + live_sum(|p| p.back_edges))?;
     let refused = PyDict::new(py);
     if let Some(map) = &t1.refused {
         for (k, v) in map {
@@ -248,6 +271,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     }
     tier1.set_item("refused", refused)?;
     g.set_item("tier1", tier1)?;
+    g.set_item("deopts", PyDict::new(py))?;
     out.set_item("global", g)?;
     out.set_item("functions", functions)?;
     Ok(out)
@@ -347,9 +371,13 @@ fn _reset_counters(_py: Python<'_>) {
     unsafe {
         let st = state();
         st.totals.frames = 0;
+        st.freed.calls = 0;
+        st.freed.resumes = 0;
+        st.freed.back_edges = 0;
         for &rec in &st.records {
             (*rec).profile.calls = 0;
             (*rec).profile.resumes = 0;
+            (*rec).profile.back_edges = 0;
         }
     }
 }

@@ -45,6 +45,9 @@ pub struct CodeRecord {
     /// a failed guard, an adaptive counter that triggered, or
     /// instrumentation switched on).
     pub handoffs: u64,
+    /// Tier-1 compilations of it (recompilations included) and their time.
+    pub tier1_compiles: u64,
+    pub tier1_compile_ns_total: u64,
     /// Position in `State::records`, for O(1) removal.
     registry_index: usize,
 }
@@ -61,6 +64,15 @@ pub struct State {
     pub tier1: Tier1Totals,
     /// Hand-offs to the interpreter, freed records' included.
     pub totals_handoffs: u64,
+    /// Counters of freed records, kept for the totals.
+    pub freed: FreedCounts,
+}
+
+/// What freed records had counted (the totals of `ember.stats()` include them).
+pub struct FreedCounts {
+    pub calls: u64,
+    pub resumes: u64,
+    pub back_edges: u64,
 }
 
 pub struct GilCell<T>(UnsafeCell<T>);
@@ -75,6 +87,7 @@ pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
     settings: Settings { tier1_threshold: 8, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
     tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, code_bytes: 0, instructions: 0 },
     totals_handoffs: 0,
+    freed: FreedCounts { calls: 0, resumes: 0, back_edges: 0 },
 }));
 
 /// # Safety
@@ -117,6 +130,8 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         recompiles: 0,
         handed_off: false,
         handoffs: 0,
+        tier1_compiles: 0,
+        tier1_compile_ns_total: 0,
         registry_index: st.records.len(),
     }));
     st.by_code.insert(code as usize, rec);
@@ -146,6 +161,9 @@ pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i
     st.totals.code_objects_freed += 1;
     // Frames are counted per record; keep the freed ones in the total.
     st.totals.frames += rec.profile.calls + rec.profile.resumes;
+    st.freed.calls += rec.profile.calls;
+    st.freed.resumes += rec.profile.resumes;
+    st.freed.back_edges += rec.profile.back_edges;
     0
 }
 

@@ -284,14 +284,18 @@ EMBER_STENCIL(JUMP_FORWARD)
     JUMP();
 }
 
-/* OPERAND0: the instrumentation version compiled for; OPERAND1: the jump
- * target's instruction, where the interpreter takes over if it changed. */
+/* OPERAND0: the instrumentation version compiled for; OPERAND1: the code
+ * object's back-edge counter (a uint64_t in its Ember record, reported by
+ * ember.stats() as back_edges; one increment per loop iteration). If the
+ * instrumentation changed, the interpreter takes over at the jump target,
+ * NEXT_INSTR - OPARG. */
 EMBER_STENCIL(JUMP_BACKWARD)
 {
+    ++*(uint64_t *)OPERAND1;
     QUICKEN_TO(JUMP_BACKWARD, tstate->interp->jit ? EMBER_OP_JUMP_BACKWARD_JIT : EMBER_OP_JUMP_BACKWARD_NO_JIT);
     if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0))) {
         if (ember_instrumentation_changed(tstate, OPERAND0)) {
-            frame->instr_ptr = (_Py_CODEUNIT *)OPERAND1;
+            frame->instr_ptr = NEXT_INSTR - OPARG;
             DEOPT();
         }
         ESCAPE();

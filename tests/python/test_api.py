@@ -17,12 +17,12 @@ import pytest
 
 import ember
 
-GLOBAL_KEYS = {"frames", "code_objects_seen", "code_objects_freed", "code_objects_live",
-               "code_objects_by_tier", "tier1"}
+GLOBAL_KEYS = {"frames", "calls", "resumes", "code_objects_seen", "code_objects_freed", "code_objects_live",
+               "code_objects_by_tier", "tier1", "deopts"}
 TIER1_GLOBAL_KEYS = {"compiled", "compile_ns", "code_bytes", "instructions", "mapped_bytes", "handoffs",
-                     "refused"}
-FUNCTION_KEYS = {"qualname", "filename", "firstlineno", "calls", "resumes", "handoffs", "tier", "pinned",
-                 "interpreter_reason"}
+                     "back_edges", "refused"}
+FUNCTION_KEYS = {"qualname", "filename", "firstlineno", "calls", "resumes", "handoffs", "back_edges", "tier",
+                 "pinned", "compiles", "compile_ns", "deopts", "interpreter_reason"}
 # Present only on functions compiled at tier 1.
 TIER1_FUNCTION_KEYS = {"code_bytes", "total_bytes", "instructions", "compile_ns", "address"}
 
@@ -120,8 +120,17 @@ def test_stats_structure(ember_on, monkeypatch):
     assert sum(g["code_objects_by_tier"].values()) == g["code_objects_live"] == len(s["functions"])
     assert g["code_objects_seen"] - g["code_objects_freed"] == g["code_objects_live"]
     assert g["frames"] >= sum(f["calls"] + f["resumes"] for f in s["functions"])
+    # Frames whose record could not be made count in frames only.
+    assert g["frames"] >= g["calls"] + g["resumes"]
+    assert g["calls"] >= sum(f["calls"] for f in s["functions"])
+    assert g["resumes"] >= sum(f["resumes"] for f in s["functions"])
+    # Deoptimisations by reason are tier 2's: none before it exists.
+    assert ember.MAX_AVAILABLE_TIER >= 2 or g["deopts"] == {}
     for f in s["functions"]:
         assert set(f) - {"tier1"} == FUNCTION_KEYS
+        assert ember.MAX_AVAILABLE_TIER >= 2 or f["deopts"] == {}
+        # Back-edges are counted by compiled code only.
+        assert (f["back_edges"] is None) == (f["compiles"]["1"] == 0), f
         assert ("tier1" in f) == (f["tier"] == 1)
         if "tier1" in f:
             assert set(f["tier1"]) == TIER1_FUNCTION_KEYS
@@ -135,7 +144,8 @@ def test_stats_structure(ember_on, monkeypatch):
         "qualname": "test_stats_structure.<locals>.probe",
         "filename": __file__,
         "firstlineno": probe.__code__.co_firstlineno,
-        "calls": 1, "resumes": 0, "handoffs": 0, "tier": 0, "pinned": None, "interpreter_reason": None,
+        "calls": 1, "resumes": 0, "handoffs": 0, "back_edges": None, "tier": 0, "pinned": None,
+        "compiles": {"1": 0}, "compile_ns": {"1": 0}, "deopts": {}, "interpreter_reason": None,
     }
     assert json.loads(json.dumps(s)) == s
 

@@ -211,9 +211,75 @@ def test_stats_summary_on_stderr(scripts):
     assert lines and all(line.startswith("ember: ") for line in lines)
     assert "frames" in lines[0] and "code objects seen" in lines[0]
     square = [line for line in lines if " square (probe.py:" in line]
-    # Columns: calls, resumes, tier. Tier 1 is opt-in: by default square
-    # stays in the interpreter.
-    assert len(square) == 1 and square[0].split()[1:4] == ["25", "0", "0"]
+    # Columns: calls, resumes, back-edges, hand-offs, tier. Tier 1 is
+    # opt-in: by default square stays in the interpreter, where Ember does
+    # not see back-edges ("-").
+    assert len(square) == 1 and square[0].split()[1:6] == ["25", "0", "-", "0", "0"]
+
+
+def test_stats_summary_is_the_readers(scripts):
+    # python -m ember --stats and python -m ember.report format alike.
+    path = difftest.new_stats_path("summary-vs-reader")
+    p = python("-m", "ember", "--stats", "--stats-json", path, "probe.py", cwd=scripts)
+    assert p.returncode == 0
+    r = python("-m", "ember.report", path, "--top", "500", cwd=scripts)
+    assert r.returncode == 0 and r.stderr == ""
+    at_exit = [line.removeprefix("ember: ") for line in p.stderr.splitlines()]
+    read = r.stdout.splitlines()
+    header = next(line for line in read if line.split()[:2] == ["calls", "resumes"])
+    assert header in at_exit
+    # Writing the file at exit runs code after the summary: rows of
+    # functions it did not call must be identical.
+    start = at_exit.index(header) + 1
+    read_rows = {row.split("  ")[-1]: row for row in read[read.index(header) + 1:]}
+    same = [row for row in at_exit[start:] if read_rows.get(row.split("  ")[-1]) == row]
+    assert len(same) >= 5, (at_exit, read)
+
+
+LOOPS = textwrap.dedent("""
+    def few(n):
+        for _ in range(n):
+            pass
+
+    def many(n):
+        t = 0
+        for i in range(n):
+            t += i
+        return t
+
+    def none(n):
+        return n
+
+    for k in range(20):
+        few(2), many(300), none(k)
+""")
+
+
+def test_stats_reader_sorts_by_back_edges(tmp_path):
+    (tmp_path / "loops.py").write_text(LOOPS)
+    path = difftest.new_stats_path("reader-back-edges")
+    p = python("loops.py", env={"EMBER": "1", "EMBER_TIER1_THRESHOLD": "0", "EMBER_STATS": path}, cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr == ""
+    doc = load_stats(path)
+    ours = {f["qualname"]: f for f in doc["functions"] if f["filename"].endswith("loops.py")}
+    assert ours["many"]["back_edges"] > ours["few"]["back_edges"] >= 0 and ours["none"]["back_edges"] == 0
+    r = python("-m", "ember.report", path, "--top", "3", "--sort", "back_edges", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == ""
+    lines = r.stdout.splitlines()
+    rows = lines[lines.index(next(l for l in lines if l.split()[:2] == ["calls", "resumes"])) + 1:]
+    assert len(rows) == 3
+    # Most back-edges first, with the counts of the file.
+    expected = sorted((f for f in doc["functions"] if f["back_edges"] is not None),
+                      key=lambda f: -f["back_edges"])[:3]
+    assert [int(row.split()[2]) for row in rows] == [f["back_edges"] for f in expected]
+    assert " many (loops.py:" in rows[0]
+    assert "back-edges taken" in r.stdout
+    by_time = python("-m", "ember.report", path, "--top", "5", "--sort", "compile_time", cwd=tmp_path)
+    assert by_time.returncode == 0
+    lines = by_time.stdout.splitlines()
+    rows = lines[lines.index(next(l for l in lines if l.split()[:2] == ["calls", "resumes"])) + 1:]
+    times = [float(row.split()[6].removesuffix("us")) for row in rows]
+    assert len(times) == 5 and times == sorted(times, reverse=True)
 
 
 def test_stats_json_option(scripts):

@@ -54,8 +54,18 @@ def consistent(doc):
     g = doc["global"]
     assert g["code_objects_live"] == len(doc["functions"]) == sum(g["code_objects_by_tier"].values())
     assert g["code_objects_seen"] == g["code_objects_live"] + g["code_objects_freed"]
+    assert g["calls"] >= sum(f["calls"] for f in doc["functions"])
+    assert g["resumes"] >= sum(f["resumes"] for f in doc["functions"])
+    assert g["tier1"]["back_edges"] >= sum(f["back_edges"] or 0 for f in doc["functions"])
+    assert sum(f["compiles"]["1"] for f in doc["functions"]) <= g["tier1"]["compiled"]
     for f in doc["functions"]:
         assert ("tier1" in f) == (f["tier"] == 1), f
+        # Back-edges are seen by compiled code only: unknown for code that never was.
+        assert (f["back_edges"] is None) == (f["compiles"]["1"] == 0), f
+        # Tier 2's deopts by reason: nothing until tier 2 exists.
+        assert doc["max_available_tier"] >= 2 or f["deopts"] == {}
+        if "tier1" in f:
+            assert f["tier1"]["compile_ns"] <= f["compile_ns"]["1"]
 
 
 @pytest.mark.parametrize("env, tier1", [
@@ -76,8 +86,12 @@ def test_stats_file_matches_schema(validator, tmp_path, env, tier1):
         # work's loop: FOR_ITER's adaptive counter triggers on its second
         # execution and the interpreter takes the frame over to specialise.
         assert work["handoffs"] >= 1 and doc["global"]["tier1"]["handoffs"] >= work["handoffs"]
+        # Its 50 iterations, less those the interpreter ran after a hand-off.
+        assert 0 <= work["back_edges"] <= 50 and doc["global"]["tier1"]["back_edges"] >= work["back_edges"]
     else:
         assert work["handoffs"] == 0 and doc["global"]["tier1"]["handoffs"] == 0
+        assert all(f["back_edges"] is None for f in doc["functions"])
+        assert doc["global"]["tier1"]["back_edges"] == 0
 
 
 def test_in_process_stats_match_schema(validator, ember_on):
@@ -99,6 +113,10 @@ def test_schema_rejects_broken_documents(validator, tmp_path):
     d = copy.deepcopy(doc); d["functions"][0]["calls"] = -1; broken.append(d)
     d = copy.deepcopy(doc); d["functions"][0]["tier"] = 3; broken.append(d)
     d = copy.deepcopy(doc); d["global"]["unexpected"] = 0; broken.append(d)
+    d = copy.deepcopy(doc); d["functions"][0]["back_edges"] = "many"; broken.append(d)
+    d = copy.deepcopy(doc); del d["functions"][0]["deopts"]; broken.append(d)
+    d = copy.deepcopy(doc); d["functions"][0]["compile_ns"] = {"3": 1}; broken.append(d)
+    d = copy.deepcopy(doc); d["global"]["deopts"] = {"guard": -2}; broken.append(d)
     for d in broken:
         with pytest.raises(jsonschema.ValidationError):
             validator.validate(d)

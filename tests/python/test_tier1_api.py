@@ -102,33 +102,154 @@ def test_dis_shows_machine_code_per_instruction(ember_on):
 
 
 def test_perf_map_matches_compiled_code(tmp_path):
+    # Every compilation appends one line; the stats list the code now live.
+    # The child turns Ember and the garbage collector off before it looks,
+    # so that nothing compiles or is freed after the snapshot, and leaves
+    # through os._exit (no exit handlers).
     source = """
-        import ember, json, os
+        import ember, gc, json, os, sys
         def work(n):
             t = 0
             for i in range(n):
                 t += i
             return t
-        work(10)
-        entries = [f for f in ember.stats()["functions"] if "tier1" in f]
-        print(json.dumps([[f["qualname"], f["tier1"]["address"], f["tier1"]["code_bytes"]] for f in entries]))
-        print(os.getpid())
+        class K:
+            def method(self, x):
+                return [x * i for i in range(3)]
+        work(10), K().method(2)
+        # No code object may die (and free its code) after the snapshot.
+        gc.collect()
+        gc.disable()
+        ember.disable()
+        s = ember.stats()
+        entries = [f for f in s["functions"] if "tier1" in f]
+        code = {c.co_qualname: ember._ember._tier1_code(c) for c in (work.__code__, K.method.__code__)}
+        # Read by another process while this one waits: reading its own
+        # maps in chunks, this process would map and unmap memory in
+        # between, and the kernel may then skip lines.
+        assert os.system(f"cat /proc/{os.getpid()}/maps > maps.txt") == 0
+        maps = []
+        with open("maps.txt") as f:
+            for line in f:
+                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                maps.append((lo, hi, line.split()[1]))
+        print(json.dumps({
+            "compiled": s["global"]["tier1"]["compiled"],
+            "entries": [[f["qualname"], f["tier1"]["address"], f["tier1"]["code_bytes"],
+                         f["tier1"]["total_bytes"]] for f in entries],
+            "code": {q: [c[1], len(c[0])] for q, c in code.items() if c},
+            "maps": maps,
+            "pid": os.getpid(),
+        }))
+        sys.stdout.flush()
+        os._exit(0)
     """
     p = run(source, {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "0", "EMBER_PERF_MAP": "1"}, tmp_path)
     assert p.returncode == 0, p.stderr
-    compiled, pid = p.stdout.splitlines()
-    compiled = json.loads(compiled)
-    path = f"/tmp/perf-{pid}.map"
+    out = json.loads(p.stdout)
+    path = f"/tmp/perf-{out['pid']}.map"
     try:
         with open(path) as f:
             lines = f.read().splitlines()
     finally:
         os.unlink(path)
-    parsed = {}
+    # perf's format: START SIZE NAME, hexadecimal without 0x.
+    parsed = []
     for line in lines:
         m = re.fullmatch(r"([0-9a-f]+) ([0-9a-f]+) py::(.+):ember-t1", line)
         assert m, line
-        parsed[int(m.group(1), 16)] = (int(m.group(2), 16), m.group(3))
-    assert compiled and any(q == "work" for q, _, _ in compiled)
-    for qualname, address, size in compiled:
-        assert parsed[address] == (size, qualname)
+        parsed.append((int(m.group(1), 16), int(m.group(2), 16), m.group(3)))
+    # One line per compilation (recompilations included), none missing.
+    assert len(parsed) == out["compiled"] > 0
+    entries = out["entries"]
+    assert {"work", "K.method"} <= {q for q, *_ in entries}
+    # The last line for each address is the code there now.
+    latest = {addr: (size, name) for addr, size, name in parsed}
+    for qualname, address, code_bytes, total_bytes in entries:
+        assert latest[address] == (code_bytes, qualname)
+        assert 0 < code_bytes < total_bytes
+        # The range perf attributes to the function is executable memory.
+        assert any(lo <= address and address + code_bytes <= hi and "x" in perms
+                   for lo, hi, perms in out["maps"]), (qualname, hex(address))
+    # And it is exactly the machine code tier 1 reports for the code object.
+    assert set(out["code"]) == {"work", "K.method"}
+    for qualname, (address, size) in out["code"].items():
+        assert latest[address] == (size, qualname)
+    # Live code objects' ranges do not overlap.
+    ranges = sorted((a, a + n) for _, a, n, _ in entries)
+    assert all(hi <= lo for (_, hi), (lo, _) in zip(ranges, ranges[1:]))
+
+
+def test_back_edges_match_the_interpreters_jumps(tmp_path):
+    # CPython is the reference: sys.monitoring's JUMP events to an earlier
+    # offset are the back-edges the interpreter takes. Tier-1 code must count
+    # the same for a call it runs from start to end (no hand-off).
+    source = """
+        import sys
+        def nested(n):
+            c = 0
+            for i in range(n):
+                j = 0
+                while j < i:
+                    j += 1
+                    if j == 5:
+                        continue
+                    c += 1
+            return c
+        def rec():
+            return next(f for f in ember.stats()["functions"] if f["qualname"] == "nested")
+        def main(mode):
+            # In a function: a new global name would change the globals'
+            # keys version that nested's LOAD_GLOBAL_BUILTIN checks.
+            for _ in range(4):
+                nested(30)
+            if mode == "ember":
+                ember.pin(nested, 1)
+                nested(3)
+                before = rec()
+                r = nested(150)
+                after = rec()
+                assert after["tier"] == 1, after
+                print(r, after["back_edges"] - before["back_edges"], after["handoffs"] - before["handoffs"])
+            else:
+                mon = sys.monitoring
+                back = 0
+                def jump(code, src, dst):
+                    nonlocal back
+                    if code is nested.__code__ and dst <= src:
+                        back += 1
+                mon.use_tool_id(mon.PROFILER_ID, "count")
+                mon.register_callback(mon.PROFILER_ID, mon.events.JUMP, jump)
+                mon.set_local_events(mon.PROFILER_ID, nested.__code__, mon.events.JUMP)
+                r = nested(150)
+                mon.set_local_events(mon.PROFILER_ID, nested.__code__, 0)
+                print(r, back, 0)
+        if sys.argv[1] == "ember":
+            import ember
+        main(sys.argv[1])
+    """
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent(source))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER")}
+    results = {}
+    for mode, extra in [("stock", {}), ("ember", {"EMBER": "1", "EMBER_MAX_TIER": "0"})]:
+        p = subprocess.run([sys.executable, str(script), mode], env={**env, **extra}, capture_output=True,
+                           text=True, cwd=tmp_path, timeout=120)
+        assert p.returncode == 0 and p.stderr == "", p.stderr
+        results[mode] = tuple(map(int, p.stdout.split()))
+    result, back_edges, handoffs = results["ember"]
+    assert handoffs == 0
+    assert results["stock"] == (result, back_edges, 0)
+    assert back_edges > 150 * 70  # outer iterations plus the inner ones
+
+
+def test_back_edges_unknown_in_the_interpreter(ember_on):
+    def spin(n):
+        for _ in range(n):
+            pass
+
+    ember.pin(spin, 0)
+    spin(100)
+    f = next(f for f in ember.stats()["functions"] if f["qualname"] == spin.__qualname__)
+    assert f["back_edges"] is None and f["compiles"] == {"1": 0} and f["tier"] == 0
+    ember.unpin(spin)

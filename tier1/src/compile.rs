@@ -13,7 +13,7 @@
 //! handlers are reached through it.
 
 use ember_pyabi::opcodes;
-use ember_stencils::{Hole, HoleValue, RelocKind, Stencil};
+use ember_stencils::{Hole, HoleValue, Stencil};
 
 use crate::jitmem::{Executable, Writable};
 use crate::operands::{self, JumpTo};
@@ -34,6 +34,9 @@ pub struct CodeInfo<'a> {
     pub instrumentation_version: u64,
     /// Source line of every code unit (`None`: no location).
     pub lines: &'a [Option<i32>],
+    /// Address of a `u64` that `JUMP_BACKWARD` increments each time it runs
+    /// (the back-edge count of `ember.stats()`); it must outlive the code.
+    pub back_edge_counter: u64,
 }
 
 /// Values that come from the running CPython.
@@ -302,14 +305,6 @@ fn align(x: usize, a: usize) -> usize {
     (x + a - 1) & !(a - 1)
 }
 
-fn needs_got(kind: RelocKind) -> bool {
-    matches!(kind, RelocKind::X86_64_GOTPCREL | RelocKind::Aarch64_ADR_GOT_PAGE | RelocKind::Aarch64_LD64_GOT_LO12_NC)
-}
-
-fn is_branch(kind: RelocKind) -> bool {
-    matches!(kind, RelocKind::X86_64_PC32 | RelocKind::Aarch64_BRANCH26)
-}
-
 pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled, Refusal> {
     let instrs = decode(info.bytecode)?;
     let n_units = info.bytecode.len();
@@ -404,9 +399,9 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
     let mut n_tramp = 0;
     for p in &placed {
         for h in p.stencil.code_holes.iter().filter(|h| (h.offset as usize) < p.code_len) {
-            if needs_got(h.kind) {
+            if patch::is_got(h.kind) {
                 n_got += 1;
-            } else if is_branch(h.kind) && matches!(h.value, HoleValue::Symbol(_)) {
+            } else if patch::is_branch(h.kind) && matches!(h.value, HoleValue::Symbol(_)) {
                 n_tramp += 1;
             }
         }
@@ -489,7 +484,7 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
             let value = value_of(h)?;
             let field_off = p.code_off + h.offset as usize;
             let field_addr = base_addr + field_off as u64;
-            if needs_got(h.kind) {
+            if patch::is_got(h.kind) {
                 // One slot per value: aarch64 reaches a slot with an adrp/ldr
                 // pair, two holes that must name the same slot.
                 let index = *got_slots.entry(value).or_insert_with(|| {
@@ -506,7 +501,7 @@ pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled,
             let target = value.wrapping_add(h.addend as u64);
             match patch::apply(buf, field_off, h.kind, field_addr, target) {
                 Ok(()) => {}
-                Err(_) if is_branch(h.kind) && matches!(h.value, HoleValue::Symbol(_)) => {
+                Err(_) if patch::is_branch(h.kind) && matches!(h.value, HoleValue::Symbol(_)) => {
                     let t = tramp_off + tramp_size * next_tramp;
                     next_tramp += 1;
                     buf[t..t + tramp_size].copy_from_slice(&patch::trampoline(value));

@@ -16,7 +16,6 @@ pub fn operands(
     let item = |i: u32, table: &[u64]| {
         table.get(i as usize).copied().ok_or_else(|| Refusal::Malformed(format!("{base} oparg {i} out of range")))
     };
-    let instr_addr = |idx: usize| info.bytecode_addr + 2 * idx as u64;
     let version = Some(info.instrumentation_version);
     // Specialised forms with cached values (stencils/c/fast.c).
     if let Some(ops) = fast_operands(instr, info)? {
@@ -28,7 +27,8 @@ pub fn operands(
         // OPERAND1 of CALL_PY_EXACT_ARGS / CALL_BOUND_METHOD_EXACT_ARGS
         // (ops.c): the function version in the call cache (after the counter).
         "CALL" => (version, cache_u32(instr, info, 1).map(u64::from)),
-        "JUMP_BACKWARD" => (version, Some(instr_addr(instr.next.wrapping_sub(oparg as usize)))),
+        // OPERAND1 of JUMP_BACKWARD (core.c): the back-edge counter.
+        "JUMP_BACKWARD" => (version, Some(info.back_edge_counter)),
         // Names for error messages.
         "LOAD_FAST_CHECK" | "DELETE_FAST" => (Some(item(oparg, info.localsplusnames)?), None),
         "LOAD_CONST" => (Some(item(oparg, info.consts)?), None),

@@ -174,7 +174,10 @@ def dis(func, file=None) -> None:
 def stats() -> dict:
     """Ember's counters: global totals and one entry per code object seen.
 
-    The layout is documented in docs/stats.md (schema "ember-stats", version 1).
+    The layout is documented in docs/stats.md (schema "ember-stats", version 1;
+    JSON Schema: docs/stats.schema.json). Back-edges are counted by compiled
+    code only (null for code that never ran compiled); "deopts" stays empty
+    until tier 2 exists.
     """
     raw = _ember._stats()
     functions = sorted(raw["functions"], key=lambda f: (-f["calls"], f["qualname"]))

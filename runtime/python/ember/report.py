@@ -1,7 +1,7 @@
 """Reading Ember's stats: the summary ``python -m ember --stats`` prints at
 exit, and a reader for ``EMBER_STATS`` files (docs/stats.md)::
 
-    python -m ember.report FILE [--top N] [--sort calls|resumes|compile_time|code_size]
+    python -m ember.report FILE [--top N] [--sort calls|resumes|back_edges|handoffs|compile_time|code_size]
 
 Prints the totals and the top functions of a stats file (one written by
 ``EMBER_STATS=path.json``, ``python -m ember --stats-json path.json`` or
@@ -21,9 +21,22 @@ SCHEMA_VERSION = 1
 SORT_KEYS = {
     "calls": lambda f: f["calls"],
     "resumes": lambda f: f["resumes"],
-    "compile_time": lambda f: (f.get("tier1") or {}).get("compile_ns", 0),
+    # Unknown (never compiled) sorts below zero.
+    "back_edges": lambda f: -1 if f.get("back_edges") is None else f["back_edges"],
+    "handoffs": lambda f: f.get("handoffs", 0),
+    # All of its tier-1 compilations, recompilations included.
+    "compile_time": lambda f: _compile_ns(f),
     "code_size": lambda f: (f.get("tier1") or {}).get("code_bytes", 0),
 }
+
+
+def _compile_ns(f: dict) -> int:
+    # Files written before "compile_ns" per tier existed (same schema
+    # version: fields are only ever added) have the current code's only.
+    per_tier = f.get("compile_ns")
+    if per_tier is not None:
+        return per_tier["1"]
+    return (f.get("tier1") or {}).get("compile_ns", 0)
 
 
 def format_summary(stats: dict, top: int = 15, sort: str = "calls") -> list[str]:
@@ -37,21 +50,28 @@ def format_summary(stats: dict, top: int = 15, sort: str = "calls") -> list[str]
         per = t1["compile_ns"] / t1["instructions"] if t1["instructions"] else 0
         lines.append(f"tier 1: {t1['compiled']} compiled, {t1['instructions']} instructions in "
                      f"{t1['compile_ns'] / 1e6:.1f} ms ({per:.0f} ns each), "
-                     f"{t1['code_bytes'] // 1024} KiB of code")
+                     f"{t1['code_bytes'] // 1024} KiB of code; {t1.get('back_edges', '?')} back-edges taken "
+                     f"and {t1.get('handoffs', '?')} frames handed to the interpreter by compiled code")
     if t1 and t1.get("refused"):
         lines.append("stayed in the interpreter: " + ", ".join(
             f"{reason}: {n}" for reason, n in sorted(t1["refused"].items(), key=lambda kv: -kv[1])))
+    if g.get("deopts"):
+        lines.append("deopts: " + ", ".join(
+            f"{reason}: {n}" for reason, n in sorted(g["deopts"].items(), key=lambda kv: -kv[1])))
     rows = sorted(stats["functions"], key=SORT_KEYS[sort], reverse=True)[:top]
     if rows:
-        lines.append(f"{'calls':>10} {'resumes':>8} {'tier':>4} {'code':>7} {'compile':>9}  function")
+        lines.append(f"{'calls':>10} {'resumes':>8} {'back-edges':>10} {'handoffs':>8} {'tier':>4} "
+                     f"{'code':>7} {'compile':>9}  function")
     for f in rows:
         where = f"{os.path.basename(f['filename'])}:{f['firstlineno']}"
         c = f.get("tier1") or {}
         code = f"{c['code_bytes']}B" if c else "-"
-        compile_time = f"{c['compile_ns'] / 1000:.1f}us" if c else "-"
+        compile_ns = _compile_ns(f)
+        compile_time = f"{compile_ns / 1000:.1f}us" if compile_ns else "-"
+        back_edges = "-" if f.get("back_edges") is None else f["back_edges"]
         reason = f"  [{f['interpreter_reason']}]" if f.get("interpreter_reason") else ""
-        lines.append(f"{f['calls']:>10} {f['resumes']:>8} {f['tier']:>4} {code:>7} {compile_time:>9}  "
-                     f"{f['qualname']} ({where}){reason}")
+        lines.append(f"{f['calls']:>10} {f['resumes']:>8} {back_edges:>10} {f.get('handoffs', 0):>8} {f['tier']:>4} "
+                     f"{code:>7} {compile_time:>9}  {f['qualname']} ({where}){reason}")
     return lines
 
 
