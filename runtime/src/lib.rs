@@ -4,6 +4,7 @@
 
 mod hook;
 mod jit;
+mod json;
 mod records;
 
 use ember_profiler::{Tier, MAX_AVAILABLE_TIER};
@@ -409,6 +410,7 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_unpin, m)?)?;
     m.add_function(wrap_pyfunction!(_code_info, m)?)?;
     m.add_function(wrap_pyfunction!(_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(json::_write_json, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_counters, m)?)?;
     m.add_function(wrap_pyfunction!(_configure, m)?)?;
     m.add_function(wrap_pyfunction!(_compile, m)?)?;

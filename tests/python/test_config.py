@@ -111,6 +111,46 @@ def test_ember_stats_written_at_exit_with_pid(scripts):
     assert not os.path.exists(template)
 
 
+def test_ember_stats_leaves_the_program_s_modules_alone(scripts, tmp_path):
+    # Writing the file must not import anything into the observed program
+    # (json once was: and through it re, whose compiler tier 1 then compiled
+    # at every start-up).
+    probe = "import sys\nprint(sorted(m for m in ('json', 're', 'enum') if m in sys.modules))\n"
+    (scripts / "mods.py").write_text(probe)
+    stock = python("mods.py", env={}, cwd=scripts)
+    path = str(tmp_path / "s.json")
+    ember_run = python("mods.py", env={"EMBER": "1", "EMBER_STATS": path}, cwd=scripts)
+    assert (ember_run.stdout, ember_run.stderr, ember_run.returncode) == (stock.stdout, "", 0)
+    assert stock.stdout == "[]\n"
+    assert load_stats(path)["functions"]
+
+
+def test_stats_file_is_what_stats_returns(scripts, tmp_path):
+    # The native writer against Python's json module, on a real document with
+    # non-ASCII and escaped names.
+    script = textwrap.dedent(r"""
+        import json, sys, ember
+        def fé(): return 1
+        for _ in range(3): fé()
+        def h(): return 2
+        h.__code__ = h.__code__.replace(co_qualname='q"t\\ab\t')
+        h()
+        ember.write_stats(sys.argv[1])
+        with open(sys.argv[1], encoding="utf-8") as fh:
+            written = json.load(fh)
+        live = ember.stats()
+        for doc in (written, live):
+            doc["functions"] = {x["qualname"]: x["calls"] for x in doc["functions"] if x["filename"] == __file__}
+            doc.pop("global")
+        assert written == json.loads(json.dumps(live)), (written, live)
+        print(sorted(written["functions"].items()))
+    """)
+    (scripts / "same.py").write_text(script)
+    p = python("same.py", str(tmp_path / "w.json"), env={"EMBER": "1"}, cwd=scripts)
+    assert (p.stderr, p.returncode) == ("", 0)
+    assert p.stdout == "[('<module>', 1), ('f\u00e9', 3), ('q\"t\\\\ab\\t', 1)]\n"
+
+
 def test_unwritable_stats_file_reported_at_exit(scripts):
     (scripts / "gone").mkdir()
     script = PROBE + "import os\nos.rmdir('gone')\n"

@@ -124,15 +124,30 @@ def test_perf_map_matches_compiled_code(tmp_path):
         s = ember.stats()
         entries = [f for f in s["functions"] if "tier1" in f]
         code = {c.co_qualname: ember._ember._tier1_code(c) for c in (work.__code__, K.method.__code__)}
-        # Read by another process while this one waits: reading its own
-        # maps in chunks, this process would map and unmap memory in
-        # between, and the kernel may then skip lines.
-        assert os.system(f"cat /proc/{os.getpid()}/maps > maps.txt") == 0
+        # The kernel hands /proc/self/maps out in chunks; were this process to
+        # map or unmap memory between two, lines could be skipped. So: into a
+        # buffer made beforehand, twice, until two readings agree. (Not
+        # another process's view: under qemu-user only /proc/self/maps shows
+        # the guest's permissions.)
+        def read_maps(buf):
+            fd = os.open("/proc/self/maps", os.O_RDONLY)
+            view, n = memoryview(buf), 0
+            while (got := os.readinto(fd, view[n:])) > 0:
+                n += got
+            os.close(fd)
+            return bytes(view[:n])
+        buf = bytearray(16 << 20)
+        for _ in range(5):
+            text = read_maps(buf)
+            if read_maps(buf) == text:
+                break
+        else:
+            raise AssertionError("/proc/self/maps kept changing")
+        text = text.decode()
         maps = []
-        with open("maps.txt") as f:
-            for line in f:
-                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-                maps.append((lo, hi, line.split()[1]))
+        for line in text.splitlines():
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            maps.append((lo, hi, line.split()[1]))
         print(json.dumps({
             "compiled": s["global"]["tier1"]["compiled"],
             "entries": [[f["qualname"], f["tier1"]["address"], f["tier1"]["code_bytes"],

@@ -195,16 +195,14 @@ def stats() -> dict:
 
 def write_stats(path: str) -> None:
     """Write stats() as JSON to path."""
-    import json  # here, not at the top: it would add to every EMBER=1 start-up
-
     data = stats()
     # Written aside and renamed: a process killed while writing (signal tests
     # kill their children at exit) leaves no truncated file behind.
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
+        # Not Python's json module: importing it (and re) would change the
+        # program being observed.
+        _ember._write_json(data, tmp)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -221,9 +219,6 @@ def _write_stats_at_exit(path: str, what: str = "EMBER_STATS") -> None:
     if path in _stats_path_registered:
         return
     _stats_path_registered.add(path)
-    # Import json now: importing it at exit can run a garbage collection whose
-    # finalisers (a __del__ joining a daemon thread) never return.
-    import json  # noqa: F401
 
     def write():
         target = path.replace("{pid}", str(os.getpid()))
