@@ -63,3 +63,21 @@ pub fn _write_json(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<()> {
     text.push('\n');
     std::fs::write(path, text).map_err(|e| PyOSError::new_err((e.raw_os_error().unwrap_or(0), e.to_string(), path.to_owned())))
 }
+
+/// Turn the automatic garbage collector off; returns whether it was on.
+/// For the exit-time stats writer: a collection triggered by its allocations
+/// would run finalisers at a point where the program never ran them (a
+/// `__del__` joining a daemon thread before daemon threads are stopped hangs).
+#[pyfunction]
+pub fn _gc_pause() -> bool {
+    // SAFETY: the GIL is held in a #[pyfunction].
+    unsafe { pyo3::ffi::PyGC_Disable() != 0 }
+}
+
+/// Turn the automatic garbage collector back on.
+#[pyfunction]
+pub fn _gc_resume() {
+    unsafe {
+        pyo3::ffi::PyGC_Enable();
+    }
+}

@@ -411,6 +411,8 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_code_info, m)?)?;
     m.add_function(wrap_pyfunction!(_stats, m)?)?;
     m.add_function(wrap_pyfunction!(json::_write_json, m)?)?;
+    m.add_function(wrap_pyfunction!(json::_gc_pause, m)?)?;
+    m.add_function(wrap_pyfunction!(json::_gc_resume, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_counters, m)?)?;
     m.add_function(wrap_pyfunction!(_configure, m)?)?;
     m.add_function(wrap_pyfunction!(_compile, m)?)?;

@@ -151,6 +151,44 @@ def test_stats_file_is_what_stats_returns(scripts, tmp_path):
     assert p.stdout == "[('<module>', 1), ('f\u00e9', 3), ('q\"t\\\\ab\\t', 1)]\n"
 
 
+# CPython's test_threading.test_join_daemon_thread_in_finalization: the
+# cycle's __del__ must run only in the collection after daemon threads are
+# stopped. A collection set off by Ember's exit-time stats ran it earlier,
+# where join() waits forever.
+DAEMON_JOIN_AT_FINALIZATION = textwrap.dedent("""
+    import threading
+    def loop():
+        while True:
+            pass
+    class Cycle:
+        def __init__(self):
+            self.self_ref = self
+            self.thr = threading.Thread(target=loop, daemon=True)
+            self.thr.start()
+        def __del__(self):
+            assert self.thr.is_alive()
+            try:
+                self.thr.join(timeout=None)
+            except PythonFinalizationError:
+                assert self.thr.is_alive()
+                print('got the correct exception!')
+    Cycle()
+""")
+
+
+@pytest.mark.parametrize("how", ["EMBER_STATS", "--stats"])
+def test_exit_time_stats_run_no_finaliser_early(scripts, tmp_path, how):
+    (scripts / "cycle.py").write_text(DAEMON_JOIN_AT_FINALIZATION)
+    if how == "EMBER_STATS":
+        p = python("cycle.py", env={"EMBER": "1", "EMBER_STATS": str(tmp_path / "s.json")}, cwd=scripts)
+        assert p.stderr == ""
+        assert load_stats(tmp_path / "s.json")["functions"]
+    else:
+        p = python("-m", "ember", "--stats", "cycle.py", env={}, cwd=scripts)
+        assert "ember: " in p.stderr
+    assert (p.stdout, p.returncode) == ("got the correct exception!\n", 0)
+
+
 def test_unwritable_stats_file_reported_at_exit(scripts):
     (scripts / "gone").mkdir()
     script = PROBE + "import os\nos.rmdir('gone')\n"

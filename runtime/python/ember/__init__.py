@@ -222,10 +222,18 @@ def _write_stats_at_exit(path: str, what: str = "EMBER_STATS") -> None:
 
     def write():
         target = path.replace("{pid}", str(os.getpid()))
+        # No garbage collection while the stats are gathered: one triggered
+        # here would run finalisers the program would not have run at this
+        # point (a __del__ joining a daemon thread, before daemon threads are
+        # stopped, never returns).
+        gc_was_on = _ember._gc_pause()
         try:
             write_stats(target)
         except OSError as e:
             print(f"ember: could not write {what} file {target!r}: {e}", file=sys.stderr)
+        finally:
+            if gc_was_on:
+                _ember._gc_resume()
 
     atexit.register(write)
 

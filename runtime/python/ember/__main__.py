@@ -113,11 +113,16 @@ def parse_args(argv: list[str]) -> _Options:
 
 
 def print_summary(out=None, top: int = 15) -> None:
-    from . import report
-
     out = sys.stderr if out is None else out
-    for line in report.format_summary(ember.stats(), top=top):
-        print(f"ember: {line}", file=out)
+    # As for the stats file (ember._write_stats_at_exit): no garbage
+    # collection, and so no finaliser, runs because of the summary.
+    gc_was_on = ember._ember._gc_pause()
+    try:
+        for line in report.format_summary(ember.stats(), top=top):
+            print(f"ember: {line}", file=out)
+    finally:
+        if gc_was_on:
+            ember._ember._gc_resume()
 
 
 def _start_ember(opts: _Options) -> None:
@@ -138,6 +143,10 @@ def _start_ember(opts: _Options) -> None:
         ember._write_stats_at_exit(opts.stats_json, "--stats-json")
     if opts.stats:
         import atexit
+        # Imported now, not at exit: an import at exit runs code (and maybe
+        # a collection) the program never ran at that point.
+        global report
+        from . import report
         atexit.register(print_summary)
 
 
