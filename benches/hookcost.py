@@ -11,8 +11,8 @@ under each configuration of benches/site/ebench.py.
   N calls in-process after a warm-up; prints the median ns per call and the
   difference to interp and to passthrough.
 * --callgrind PATH: runs each configuration under callgrind (PATH is the
-  valgrind program, e.g. /usr/bin/valgrind.bin; see benches/README.md for
-  using the host's valgrind inside dev/env) at N and 2N calls; the difference
+  valgrind program: `valgrind`, which the amd64 environment has) at N and
+  2N calls; the difference
   of the two runs, divided by N, is the instruction count per call without
   start-up. Also prints which functions account for the difference between
   consecutive configurations (self cost, instructions per call).
