@@ -10,7 +10,7 @@ mod records;
 use ember_profiler::{Tier, MAX_AVAILABLE_TIER};
 use pyo3::exceptions::{PyImportError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{IntoPyDict, PyDict, PyList};
 use pyo3::{ffi, IntoPyObjectExt};
 
 use hook::Installed;
@@ -223,11 +223,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
             t1.set_item("address", c.addr())?;
             d.set_item("tier1", t1)?;
         }
-        match (&rec.refusal, rec.deferred) {
-            (Some(r), _) => d.set_item("interpreter_reason", r.to_string())?,
-            (None, Some(why)) if rec.compiled.is_none() => d.set_item("interpreter_reason", why)?,
-            _ => d.set_item("interpreter_reason", py.None())?,
-        }
+        d.set_item("interpreter_reason", rec.interpreter_reason())?;
         functions.append(d)?;
     }
     let totals = unsafe { state().totals.clone() };
@@ -255,6 +251,29 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         by_tier.set_item(t.to_string(), n)?;
     }
     g.set_item("code_objects_by_tier", by_tier)?;
+    // Over the process's whole run, freed code objects included: how many
+    // were ever compiled, and why the others stayed in the interpreter.
+    let freed = unsafe { &state().freed };
+    let freed_by_tier = PyDict::new(py);
+    for (t, n) in freed.by_tier.iter().enumerate() {
+        freed_by_tier.set_item(t.to_string(), n)?;
+    }
+    g.set_item("code_objects_freed_by_tier", freed_by_tier)?;
+    let ever = PyDict::new(py);
+    let live_compiled = recs.iter().filter(|&&r| unsafe { (*r).tier1_compiles > 0 }).count() as u64;
+    ever.set_item("1", live_compiled + freed.compiled_tier1)?;
+    g.set_item("code_objects_ever_compiled", ever)?;
+    let mut reasons: std::collections::BTreeMap<String, u64> =
+        freed.reasons.iter().flatten().map(|(k, v)| (k.clone(), *v)).collect();
+    for &r in &recs {
+        let rec = unsafe { &*r };
+        if rec.tier1_compiles == 0 {
+            if let Some(why) = rec.interpreter_reason() {
+                *reasons.entry(why).or_default() += 1;
+            }
+        }
+    }
+    g.set_item("interpreter_reasons", reasons.into_iter().collect::<Vec<_>>().into_py_dict(py)?)?;
     let t1 = unsafe { &state().tier1 };
     let tier1 = PyDict::new(py);
     tier1.set_item("compiled", t1.compiled)?;

@@ -73,6 +73,24 @@ pub struct FreedCounts {
     pub calls: u64,
     pub resumes: u64,
     pub back_edges: u64,
+    /// Freed code objects by the tier they were at when they died.
+    pub by_tier: [u64; 3],
+    /// Freed code objects that had tier-1 code at some point.
+    pub compiled_tier1: u64,
+    /// Freed code objects never compiled, by the reason they stayed in the
+    /// interpreter (refusal or deferral; none: not hot enough).
+    pub reasons: Option<std::collections::HashMap<String, u64>>,
+}
+
+impl CodeRecord {
+    /// Why this code runs in the interpreter, if something kept it there.
+    pub fn interpreter_reason(&self) -> Option<String> {
+        match (&self.refusal, self.deferred) {
+            (Some(r), _) => Some(r.to_string()),
+            (None, Some(why)) if self.compiled.is_none() => Some(why.to_string()),
+            _ => None,
+        }
+    }
 }
 
 pub struct GilCell<T>(UnsafeCell<T>);
@@ -87,7 +105,7 @@ pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
     settings: Settings { tier1_threshold: 8, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
     tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, code_bytes: 0, instructions: 0 },
     totals_handoffs: 0,
-    freed: FreedCounts { calls: 0, resumes: 0, back_edges: 0 },
+    freed: FreedCounts { calls: 0, resumes: 0, back_edges: 0, by_tier: [0; 3], compiled_tier1: 0, reasons: None },
 }));
 
 /// # Safety
@@ -164,6 +182,12 @@ pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i
     st.freed.calls += rec.profile.calls;
     st.freed.resumes += rec.profile.resumes;
     st.freed.back_edges += rec.profile.back_edges;
+    st.freed.by_tier[rec.profile.current_tier().number() as usize] += 1;
+    if rec.tier1_compiles > 0 {
+        st.freed.compiled_tier1 += 1;
+    } else if let Some(why) = rec.interpreter_reason() {
+        *st.freed.reasons.get_or_insert_with(Default::default).entry(why).or_default() += 1;
+    }
     0
 }
 

@@ -691,7 +691,7 @@ def describe(r: RunResult) -> str:
 
 def ember_stats(stats_dir: Path) -> dict:
     total = {"processes": 0, "unreadable": 0, "code_objects_seen": 0, "frames": 0,
-             "by_tier": {}, "enabled_processes": 0}
+             "by_tier": {}, "enabled_processes": 0, "ever_compiled": {}, "interpreter_reasons": {}}
     for path in sorted(glob.glob(str(stats_dir / "*.json"))):
         try:
             with open(path, encoding="utf-8") as f:
@@ -708,6 +708,11 @@ def ember_stats(stats_dir: Path) -> dict:
         total["frames"] += int(g.get("frames", 0))
         for tier, n in (g.get("code_objects_by_tier") or {}).items():
             total["by_tier"][str(tier)] = total["by_tier"].get(str(tier), 0) + int(n)
+        # Over each process's whole run, freed code objects included.
+        for tier, n in (g.get("code_objects_ever_compiled") or {}).items():
+            total["ever_compiled"][str(tier)] = total["ever_compiled"].get(str(tier), 0) + int(n)
+        for why, n in (g.get("interpreter_reasons") or {}).items():
+            total["interpreter_reasons"][why] = total["interpreter_reasons"].get(why, 0) + int(n)
     return total
 
 
@@ -717,6 +722,15 @@ def check_ember_stats(stats: dict, config: Config) -> list[str]:
     log(f"ember: {stats['processes']} processes, {stats['code_objects_seen']} code objects "
         f"seen by the hook, compiled at tier 1: {t1}, tier 2: {t2}"
         + (f" ({stats['unreadable']} unreadable stats files)" if stats["unreadable"] else ""))
+    ever = stats["ever_compiled"].get("1", 0)
+    seen = stats["code_objects_seen"]
+    if ever and seen:
+        reasons = sorted(stats["interpreter_reasons"].items(), key=lambda kv: -kv[1])
+        not_hot = seen - ever - sum(n for _, n in reasons)
+        others = [f"{why}: {n}" for why, n in reasons] + ([f"not hot enough: {not_hot}"] if not_hot else [])
+        log(f"ember: over the whole run (code objects freed before exit included): {ever} of {seen} "
+            f"ever compiled at tier 1 ({100 * ever / seen:.2f}%)"
+            + (f"; in the interpreter: {', '.join(others)}" if others else ""))
     problems = []
     if stats["processes"] == 0:
         problems.append("no process of the Ember run wrote EMBER_STATS: Ember was not on")

@@ -18,7 +18,8 @@ import pytest
 import ember
 
 GLOBAL_KEYS = {"frames", "calls", "resumes", "code_objects_seen", "code_objects_freed", "code_objects_live",
-               "code_objects_by_tier", "tier1", "deopts"}
+               "code_objects_by_tier", "code_objects_freed_by_tier", "code_objects_ever_compiled",
+               "interpreter_reasons", "tier1", "deopts"}
 TIER1_GLOBAL_KEYS = {"compiled", "compile_ns", "code_bytes", "instructions", "mapped_bytes", "handoffs",
                      "back_edges", "refused"}
 FUNCTION_KEYS = {"qualname", "filename", "firstlineno", "calls", "resumes", "handoffs", "back_edges", "tier",
@@ -119,6 +120,14 @@ def test_stats_structure(ember_on, monkeypatch):
     assert set(g["code_objects_by_tier"]) == {"0", "1", "2"}
     assert sum(g["code_objects_by_tier"].values()) == g["code_objects_live"] == len(s["functions"])
     assert g["code_objects_seen"] - g["code_objects_freed"] == g["code_objects_live"]
+    assert sum(g["code_objects_freed_by_tier"].values()) == g["code_objects_freed"]
+    live_compiled = sum(f["compiles"]["1"] > 0 for f in s["functions"])
+    assert live_compiled <= g["code_objects_ever_compiled"]["1"] <= live_compiled + g["code_objects_freed"]
+    live_reasons = {}
+    for f in s["functions"]:
+        if f["compiles"]["1"] == 0 and f["interpreter_reason"] is not None:
+            live_reasons[f["interpreter_reason"]] = live_reasons.get(f["interpreter_reason"], 0) + 1
+    assert all(g["interpreter_reasons"].get(r, 0) >= n for r, n in live_reasons.items())
     assert g["frames"] >= sum(f["calls"] + f["resumes"] for f in s["functions"])
     # Frames whose record could not be made count in frames only.
     assert g["frames"] >= g["calls"] + g["resumes"]

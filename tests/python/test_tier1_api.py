@@ -268,3 +268,48 @@ def test_back_edges_unknown_in_the_interpreter(ember_on):
     f = next(f for f in ember.stats()["functions"] if f["qualname"] == spin.__qualname__)
     assert f["back_edges"] is None and f["compiles"] == {"1": 0} and f["tier"] == 0
     ember.unpin(spin)
+
+
+def test_lifetime_counts_include_freed_code_objects(tmp_path):
+    # The compiled share of everything that ran must not depend on what is
+    # still alive: a compiled code object that dies stays counted as
+    # compiled, and one that stayed in the interpreter keeps its reason.
+    source = """
+        import ember, gc, json, sys
+
+        def make(name):
+            ns = {}
+            exec(compile(f"def {name}(x):\\n    return x + 1\\n", f"<{name}>", "exec"), ns)
+            return ns[name]
+
+        before = ember.stats()["global"]
+        hot = make("hot")
+        hot(1)
+        assert ember.is_compiled(hot)
+        sys.settrace(lambda *a: None)
+        traced = make("traced")
+        traced(1)
+        sys.settrace(None)
+        assert not ember.is_compiled(traced)
+        reason = next(f["interpreter_reason"] for f in ember.stats()["functions"] if f["qualname"] == "traced")
+        del hot, traced
+        gc.collect()
+        after = ember.stats()["global"]
+        print(json.dumps({"before": before, "after": after, "reason": reason}))
+    """
+    p = run(source, {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "0"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    before, after, reason = out["before"], out["after"], out["reason"]
+    # Refused as instrumented, or deferred until the interpreter has run it.
+    assert reason in ("instrumented", "instrumentation changed since it last ran (compiled at a later call)")
+    delta = lambda key, sub: after[key].get(sub, 0) - before[key].get(sub, 0)
+    assert after["code_objects_freed"] - before["code_objects_freed"] >= 2
+    assert delta("code_objects_freed_by_tier", "1") >= 1
+    assert delta("code_objects_freed_by_tier", "0") >= 1
+    assert delta("code_objects_ever_compiled", "1") >= 1
+    assert delta("interpreter_reasons", reason) >= 1
+    # Every code object that ran is counted once: compiled, or in the
+    # interpreter with or without a reason.
+    assert after["code_objects_ever_compiled"]["1"] + sum(after["interpreter_reasons"].values()) \
+        <= after["code_objects_seen"]
