@@ -22,10 +22,18 @@ fn main() {
         .collect();
     sources.sort();
 
-    // Helpers are defined with the name at the start of a line: `ember_x(...)`.
+    // Helpers are defined with the name at the start of a line: `ember_x(...)`,
+    // their type on the line before (`static` ones are not helpers).
     let mut names = Vec::new();
     for src in &sources {
-        for line in std::fs::read_to_string(src).unwrap().lines() {
+        let text = std::fs::read_to_string(src).unwrap();
+        let mut prev = "";
+        for line in text.lines() {
+            let is_static = prev.starts_with("static");
+            prev = line;
+            if is_static {
+                continue;
+            }
             if let Some(rest) = line.strip_prefix("ember_") {
                 if let Some(end) = rest.find('(') {
                     if rest[..end].chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {

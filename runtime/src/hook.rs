@@ -44,6 +44,38 @@ pub unsafe extern "C" fn ember_eval_frame(
         }
         return abi::_PyEval_EvalFrameDefault(tstate, frame, 0);
     }
+    // The common case with tier 1 on: compiled code, valid for the code
+    // object's instrumentation, entered afresh or resumed, with no decision
+    // due (the slow path's: a hand-off to check for re-specialisation, a
+    // recompile check at a power-of-two call count, a pin to the
+    // interpreter).
+    if !rec.is_null() && throwflag == 0 && !(*rec).entries.is_null() {
+        let r = &mut *rec;
+        if jit::code_version(code) == r.compiled_version && r.profile.pinned != Some(Tier::Interpreter) {
+            let start = code_start(code);
+            let ip = (*frame).instr_ptr;
+            if ip == start {
+                let calls = r.profile.calls + 1;
+                let eager = r.handed_off && r.recompiles < MAX_EAGER_RECOMPILES;
+                if !eager && !calls.is_power_of_two() {
+                    let entry = *r.entries;
+                    if entry != 0 {
+                        r.profile.calls = calls;
+                        return ember_run(tstate, frame as *mut c_void, entry) as *mut abi::PyObject;
+                    }
+                }
+            } else {
+                let index = ip.offset_from(start) as usize;
+                if index < r.n_entries {
+                    let entry = *r.entries.add(index);
+                    if entry != 0 {
+                        r.profile.resumes += 1;
+                        return ember_run(tstate, frame as *mut c_void, entry) as *mut abi::PyObject;
+                    }
+                }
+            }
+        }
+    }
     eval_frame_slow(tstate, frame, throwflag, code, rec)
 }
 

@@ -178,6 +178,7 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
             if state().settings.perf_map {
                 perf_map_add(code, &c);
             }
+            (rec.entries, rec.n_entries) = c.entry_table();
             rec.compiled = Some(Box::new(c));
         }
         Err(why) => {
@@ -204,6 +205,8 @@ pub unsafe fn quickening_changed(code: *mut ffi::PyObject, c: &ember_tier1::comp
 /// is clean again.
 pub fn retire(rec: &mut CodeRecord) {
     if let Some(c) = rec.compiled.take() {
+        rec.entries = core::ptr::null();
+        rec.n_entries = 0;
         rec.retired.push(c);
         rec.profile.tier = Some(Tier::Interpreter);
     }

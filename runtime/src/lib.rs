@@ -196,6 +196,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         d.set_item("calls", p.calls)?;
         d.set_item("resumes", p.resumes)?;
         d.set_item("handoffs", unsafe { (*recs[i]).handoffs })?;
+        d.set_item("respecialisations_declined", unsafe { (*recs[i]).respecialisations_declined })?;
         let rec = unsafe { &*recs[i] };
         // Counted by tier-1 code only: unknown for code never compiled.
         if rec.tier1_compiles > 0 {
@@ -282,6 +283,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     tier1.set_item("instructions", t1.instructions)?;
     tier1.set_item("mapped_bytes", ember_tier1::jitmem::mapped_bytes())?;
     tier1.set_item("handoffs", unsafe { state().totals_handoffs })?;
+    tier1.set_item("respecialisations_declined", unsafe { state().totals_respecialisations_declined })?;
     tier1.set_item("back_edges", freed_back_edges + live_sum(|p| p.back_edges))?;
     let refused = PyDict::new(py);
     if let Some(map) = &t1.refused {
@@ -417,6 +419,10 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
             }
             st.watcher = id;
             ember_tier1::glue::set_handoff_observer(records::note_handoff);
+            ember_tier1::glue::set_respecialise_policy(records::may_respecialise);
+            if ember_tier1::glue::init() < 0 {
+                return Err(PyErr::fetch(py));
+            }
         }
     }
     m.add("MAX_AVAILABLE_TIER", MAX_AVAILABLE_TIER.number())?;

@@ -26,6 +26,10 @@ pub struct CodeRecord {
     /// Tier-1 code; freed with the record, which outlives every frame
     /// running it (a frame holds its code object).
     pub compiled: Option<Box<ember_tier1::compile::Compiled>>,
+    /// `compiled`'s entry table and its length, for the evaluator's fast
+    /// path; null exactly when `compiled` is None (kept so by `jit`).
+    pub entries: *const u64,
+    pub n_entries: usize,
     /// Why tier 1 would not compile this code object.
     pub refusal: Option<ember_tier1::compile::Refusal>,
     /// Why it is not compiled yet, when it may be later.
@@ -45,6 +49,9 @@ pub struct CodeRecord {
     /// a failed guard, an adaptive counter that triggered, or
     /// instrumentation switched on).
     pub handoffs: u64,
+    /// Times its compiled code did not hand a frame over for the interpreter
+    /// to specialise an instruction again (`may_respecialise`).
+    pub respecialisations_declined: u64,
     /// Tier-1 compilations of it (recompilations included) and their time.
     pub tier1_compiles: u64,
     pub tier1_compile_ns_total: u64,
@@ -64,6 +71,8 @@ pub struct State {
     pub tier1: Tier1Totals,
     /// Hand-offs to the interpreter, freed records' included.
     pub totals_handoffs: u64,
+    /// `respecialisations_declined`, freed records' included.
+    pub totals_respecialisations_declined: u64,
     /// Counters of freed records, kept for the totals.
     pub freed: FreedCounts,
 }
@@ -105,6 +114,7 @@ pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
     settings: Settings { tier1_threshold: 8, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
     tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, code_bytes: 0, instructions: 0 },
     totals_handoffs: 0,
+    totals_respecialisations_declined: 0,
     freed: FreedCounts { calls: 0, resumes: 0, back_edges: 0, by_tier: [0; 3], compiled_tier1: 0, reasons: None },
 }));
 
@@ -144,10 +154,13 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         deferred: None,
         compile_ns: 0,
         compiled_version: 0,
+        entries: core::ptr::null(),
+        n_entries: 0,
         retired: Vec::new(),
         recompiles: 0,
         handed_off: false,
         handoffs: 0,
+        respecialisations_declined: 0,
         tier1_compiles: 0,
         tier1_compile_ns_total: 0,
         registry_index: st.records.len(),
@@ -188,6 +201,36 @@ pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i
     } else if let Some(why) = rec.interpreter_reason() {
         *st.freed.reasons.get_or_insert_with(Default::default).entry(why).or_default() += 1;
     }
+    0
+}
+
+/// Hand-offs a code object may always make to have the interpreter
+/// re-specialise an instruction whose guard keeps failing (or try again to
+/// specialise one whose last attempts failed); past them, one per
+/// `RESPECIALISE_CALLS_PER_HANDOFF` frames run (calls and resumes). The
+/// interpreter re-specialises such an instruction after every ~53 misses;
+/// at a polymorphic site that would hand a frame to the interpreter as
+/// often, each time leaving it the rest of the frame, and tier 1 would
+/// recompile for each new specialisation.
+const RESPECIALISE_FREE_HANDOFFS: u64 = 8;
+const RESPECIALISE_CALLS_PER_HANDOFF: u64 = 256;
+
+/// Tier 1's re-specialisation policy (see
+/// `ember_tier1::glue::set_respecialise_policy`): 1 to hand the frame over.
+pub unsafe extern "C" fn may_respecialise(code: *mut core::ffi::c_void) -> i32 {
+    let rec = lookup(code as *mut ffi::PyObject);
+    if rec.is_null() {
+        return 1;
+    }
+    let rec = &mut *rec;
+    let frames = rec.profile.calls + rec.profile.resumes;
+    if rec.handoffs < RESPECIALISE_FREE_HANDOFFS
+        || rec.handoffs.saturating_mul(RESPECIALISE_CALLS_PER_HANDOFF) < frames
+    {
+        return 1;
+    }
+    rec.respecialisations_declined += 1;
+    state().totals_respecialisations_declined += 1;
     0
 }
 

@@ -92,6 +92,9 @@ PyObject *ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, 
 /* Steals exc and cause; returns 1 for a bare re-raise (no new traceback). */
 int ember_do_raise(PyThreadState *tstate, PyObject *exc, PyObject *cause);
 int ember_handle_pending(PyThreadState *tstate);
+/* 1 if the interpreter may take over `frame` to re-specialise an
+ * instruction whose guard keeps failing (the runtime's budget). */
+int ember_may_respecialise(_PyInterpreterFrame *frame);
 /* Ember's PEP 523 evaluator (runtime/src/hook.rs): runs a pushed frame
  * compiled or in the interpreter, counting it. */
 PyObject *ember_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
@@ -103,7 +106,9 @@ int ember_unwind(_PyInterpreterFrame *frame, _PyStackRef **stack_pointer, PyThre
                  int index, int add_traceback);
 /* Calls base[0] with self base[1] (or NULL) and the oparg arguments after it
  * (then a kwnames tuple when has_kwnames); closes all of them. */
-PyObject *ember_call(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames);
+PyObject *ember_call(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames);
+/* next(it) for FOR_ITER; a generator is resumed directly (tier1/csrc/gen.c). */
+PyObject *ember_iternext(PyThreadState *tstate, PyObject *it);
 /* Build from n stack items, which they consume, also on failure. */
 PyObject *ember_build_tuple(_PyStackRef *items, int n);
 PyObject *ember_build_list(_PyStackRef *items, int n);
@@ -117,29 +122,62 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
  * runs the frame to its end. Otherwise the counter advances exactly as the
  * interpreter's generic instruction advances it. An instruction specialised
  * since compilation is left alone: the interpreter would run its specialised
- * form, which leaves the counter unless a guard fails. */
-#define ADAPTIVE(GENERIC)                                                        \
+ * form, which leaves the counter unless a guard fails.
+ *
+ * No hand-off where the attempt is known to fail (FAILS, below), nor where
+ * it has failed EMBER_SPECIALISE_ATTEMPTS times in a row (the counter's
+ * backoff exponent counts them) and the code object has used up its budget
+ * of hand-offs (ember_may_respecialise): the counter backs off as after a
+ * failed attempt, and the instruction runs generically. A hand-off leaves
+ * the rest of the frame to the interpreter -- all of a long loop, when the
+ * frame is a function's only call. */
+#define EMBER_SPECIALISE_ATTEMPTS 3
+#define ADAPTIVE(GENERIC) ADAPTIVE_UNLESS_FAILS(GENERIC, 0)
+
+/* ADAPTIVE for an instruction whose specialisation is known to fail when
+ * FAILS holds: CPython's specialiser refuses calls to Python functions and
+ * bound methods, and generators and coroutines as FOR_ITER/SEND operands,
+ * whenever a PEP 523 evaluator is installed, as Ember's is; it would back
+ * the counter off and run the generic instruction. */
+#define ADAPTIVE_UNLESS_FAILS(GENERIC, FAILS)                                    \
     do {                                                                         \
         _Py_CODEUNIT *this_instr_ = THIS_INSTR;                                  \
         if (this_instr_->op.code == EMBER_OP_##GENERIC) {                        \
-            if (UNLIKELY(backoff_counter_triggers(this_instr_[1].counter))) {    \
-                DEOPT_HERE();                                                    \
+            _Py_BackoffCounter counter_ = this_instr_[1].counter;                \
+            if (UNLIKELY(backoff_counter_triggers(counter_))) {                  \
+                int failed_ = (counter_.value_and_backoff & ((1 << BACKOFF_BITS) - 1)) \
+                              - ADAPTIVE_WARMUP_BACKOFF;                         \
+                if (!((FAILS) && tstate->interp->eval_frame != NULL)            \
+                    && (failed_ < EMBER_SPECIALISE_ATTEMPTS                      \
+                        || ember_may_respecialise(frame))) {                     \
+                    DEOPT_HERE();                                                \
+                }                                                                \
+                counter_ = adaptive_counter_backoff(counter_);                   \
             }                                                                    \
-            this_instr_[1].counter = advance_backoff_counter(this_instr_[1].counter); \
+            this_instr_[1].counter = advance_backoff_counter(counter_);          \
         }                                                                        \
     } while (0)
 
 /* A specialised instruction whose guard failed: the interpreter would run
  * the generic instruction's body, counter included (its counter restarts at
  * a cooldown value when it specialises). Must come before the instruction
- * has changed anything: on the trigger the interpreter takes over here. */
+ * has changed anything: on the trigger the interpreter takes over here and
+ * specialises it again -- unless the code object has handed frames over
+ * for that too often (ember_may_respecialise): a polymorphic site would
+ * otherwise send every ~53rd miss's frame to the interpreter, forever. The
+ * counter then restarts as if the instruction had been specialised again. */
 #define ADAPTIVE_MISS()                                                          \
     do {                                                                         \
         _Py_CODEUNIT *this_instr_ = THIS_INSTR;                                  \
         if (UNLIKELY(backoff_counter_triggers(this_instr_[1].counter))) {        \
-            DEOPT_HERE();                                                        \
+            if (ember_may_respecialise(frame)) {                                 \
+                DEOPT_HERE();                                                    \
+            }                                                                    \
+            this_instr_[1].counter = adaptive_counter_cooldown();                \
         }                                                                        \
-        this_instr_[1].counter = advance_backoff_counter(this_instr_[1].counter); \
+        else {                                                                   \
+            this_instr_[1].counter = advance_backoff_counter(this_instr_[1].counter); \
+        }                                                                        \
     } while (0)
 
 /* Instructions the interpreter rewrites on their first execution, with no

@@ -689,7 +689,7 @@ EMBER_STENCIL(STORE_SUBSCR_DICT)
         int oparg_ = OPARG;                                                    \
         _PyStackRef *base_ = stack_pointer - oparg_ - 2;                       \
         ESCAPE();                                                              \
-        PyObject *res_ = ember_call(frame, base_, oparg_, 0);                  \
+        PyObject *res_ = ember_call(tstate, frame, base_, oparg_, 0);                  \
         stack_pointer = base_;                                                 \
         if (UNLIKELY(res_ == NULL)) {                                          \
             ERROR();                                                           \

@@ -61,8 +61,8 @@ EMBER_STENCIL(YIELD_VALUE)
  * (tier 1 points JUMP there). */
 EMBER_STENCIL(SEND)
 {
-    ADAPTIVE(SEND);
     _PyStackRef receiver = stack_pointer[-2], v = stack_pointer[-1];
+    ADAPTIVE_UNLESS_FAILS(SEND, Py_TYPE(BORROW(receiver)) == &PyGen_Type || Py_TYPE(BORROW(receiver)) == &PyCoro_Type);
     ESCAPE();
     PyObject *retval;
     int status = ember_send(tstate, frame, BORROW(receiver), BORROW(v), &retval);

@@ -365,9 +365,9 @@ EMBER_STENCIL(GET_ITER)
  * to the POP_ITER after the loop's END_FOR (tier 1 points JUMP there). */
 EMBER_STENCIL(FOR_ITER)
 {
-    ADAPTIVE(FOR_ITER);
     _PyStackRef iter = stack_pointer[-1];
     PyObject *it = BORROW(iter);
+    ADAPTIVE_UNLESS_FAILS(FOR_ITER, Py_TYPE(it) == &PyGen_Type && OPARG <= SHRT_MAX);
     ESCAPE();
     iternextfunc iternext = Py_TYPE(it)->tp_iternext;
     if (UNLIKELY(iternext == NULL)) {
@@ -375,7 +375,7 @@ EMBER_STENCIL(FOR_ITER)
         _PyErr_Format(tstate, PyExc_TypeError, "'%.100s' object is not an iterator", Py_TYPE(it)->tp_name);
         ERROR();
     }
-    PyObject *next = iternext(it);
+    PyObject *next = ember_iternext(tstate, it);
     if (next == NULL) {
         if (_PyErr_Occurred(tstate)) {
             if (!_PyErr_ExceptionMatches(tstate, PyExc_StopIteration)) {
@@ -419,11 +419,11 @@ EMBER_STENCIL(POP_ITER)
 /* (callable, self_or_null, args[oparg] -- res) */
 EMBER_STENCIL(CALL)
 {
-    ADAPTIVE(CALL);
     int oparg = OPARG;
     _PyStackRef *base = stack_pointer - oparg - 2;
+    ADAPTIVE_UNLESS_FAILS(CALL, PyFunction_Check(BORROW(base[0])) || PyMethod_Check(BORROW(base[0])));
     ESCAPE();
-    PyObject *res = ember_call(frame, base, oparg, 0);
+    PyObject *res = ember_call(tstate, frame, base, oparg, 0);
     stack_pointer = base;
     if (UNLIKELY(res == NULL)) {
         ERROR();
@@ -437,11 +437,11 @@ EMBER_STENCIL(CALL)
 /* (callable, self_or_null, args[oparg], kwnames -- res) */
 EMBER_STENCIL(CALL_KW)
 {
-    ADAPTIVE(CALL_KW);
     int oparg = OPARG;
     _PyStackRef *base = stack_pointer - oparg - 3;
+    ADAPTIVE_UNLESS_FAILS(CALL_KW, PyFunction_Check(BORROW(base[0])) || PyMethod_Check(BORROW(base[0])));
     ESCAPE();
-    PyObject *res = ember_call(frame, base, oparg, 1);
+    PyObject *res = ember_call(tstate, frame, base, oparg, 1);
     stack_pointer = base;
     if (UNLIKELY(res == NULL)) {
         ERROR();
@@ -659,7 +659,7 @@ EMBER_STENCIL(CALL_PY_EXACT_ARGS)
         res = ember_push_and_run(tstate, frame, base, base[0], base + 2 - has_self, oparg + has_self);
     }
     else {
-        res = ember_call(frame, base, oparg, 0);
+        res = ember_call(tstate, frame, base, oparg, 0);
     }
     PY_EXACT_CALL_TAIL(res);
 }
@@ -685,7 +685,7 @@ EMBER_STENCIL(CALL_BOUND_METHOD_EXACT_ARGS)
         res = ember_push_and_run(tstate, frame, base, base[0], base + 1, oparg + 1);
     }
     else {
-        res = ember_call(frame, base, oparg, 0);
+        res = ember_call(tstate, frame, base, oparg, 0);
     }
     PY_EXACT_CALL_TAIL(res);
 }

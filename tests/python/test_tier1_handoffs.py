@@ -43,3 +43,101 @@ def test_specialised_code_runs_without_hand_offs(tmp_path):
     assert tier == 1 and calls == 5000
     # The interpreter specialises it in the first calls; after that, none.
     assert handoffs <= 3, handoffs
+
+
+def test_polymorphic_site_hands_off_within_budget(tmp_path):
+    # One attribute load sees instances of four classes in turn: the
+    # interpreter re-specialises it after every ~53 misses, forever. Compiled
+    # code hands the frame over for that only within a budget (8, then one
+    # per 256 frames) and otherwise keeps its specialisation and takes the
+    # generic path; the values are the interpreter's either way.
+    source = """
+        import ember
+
+        class A:
+            def __init__(self, v): self.v = v
+        class B(A): pass
+        class C(A): pass
+        class D(A): pass
+
+        def get(o):
+            return o.v
+
+        objs = [A(1), B(2), C(3), D(4)]
+        total = 0
+        for i in range(40000):
+            total += get(objs[i % 4])
+        f = next(f for f in ember.stats()["functions"] if f["qualname"] == "get")
+        print(total, f["tier"], f["calls"], f["handoffs"], f["respecialisations_declined"])
+    """
+    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1", "EMBER_TIER1_THRESHOLD": "0"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    total, tier, calls, handoffs, declined = map(int, p.stdout.split())
+    assert total == 100000 and tier == 1 and calls == 40000
+    # Without the budget: one hand-off per ~53 misses, ~750 here.
+    assert handoffs <= 8 + calls // 256 + 1, handoffs
+    assert declined > 0
+
+
+def test_unspecialisable_calls_and_generators_stay_compiled(tmp_path):
+    # With a PEP 523 evaluator installed CPython never specialises calls to
+    # Python functions or bound methods, nor FOR_ITER/SEND over generators.
+    # The interpreter's adaptive counter still triggers now and then; tier 1
+    # backs it off as the failed specialisation would, instead of handing
+    # the frame (and so the rest of a long loop) to the interpreter.
+    source = """
+        import ember
+
+        def f(a, b=2):
+            return a
+        class C:
+            def m(self, x):
+                return x
+        def gen(n):
+            yield from range(n)
+        def sub(n):
+            x = yield from gen(n)
+            return x
+
+        def loop(n, c, m):
+            t = 0
+            # Masked: the sum stays a compact int, so that BINARY_OP_ADD_INT's
+            # guard holds (a miss there may rightly hand a frame over).
+            for i in range(n):
+                t = (t + f(i) + c.m(i) + m(i)) & 0xFFFFF
+            for v in gen(n):
+                t = (t + v) & 0xFFFFF
+            for v in sub(n):
+                t = (t + v) & 0xFFFFF
+            return t
+
+        def record():
+            return next(f for f in ember.stats()["functions"] if f["qualname"] == "loop")
+
+        # Every global this script binds exists before the warm-up: a new key
+        # in the module's dict fails LOAD_GLOBAL's guards, and the compiled
+        # code hands over for those to be specialised again.
+        c = m = before = after = None
+
+        # Warm-up: the interpreter specialises what it can (the first calls
+        # hand frames over for that) and tier 1 recompiles.
+        # (C() is made here: its CALL fails to specialise for reasons of its
+        # own, and when its counter next triggered it would hand over.)
+        c = C()
+        m = c.m
+        for _ in range(20):
+            loop(100, c, m)
+        before = record()
+        print(loop(200000, c, m))
+        after = record()
+        print(after["tier"], after["handoffs"] - before["handoffs"], after["back_edges"] - before["back_edges"])
+    """
+    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1", "EMBER_TIER1_THRESHOLD": "0"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    total, rest = p.stdout.split("\n", 1)
+    n = 200000
+    assert int(total) == (3 * n * (n - 1) // 2 + 2 * n * (n - 1) // 2) & 0xFFFFF
+    tier, handoffs, back_edges = map(int, rest.split())
+    assert tier == 1 and handoffs == 0, (tier, handoffs)
+    # Every iteration of the three loops ran in compiled code.
+    assert back_edges >= 3 * n - 3, back_edges

@@ -26,6 +26,58 @@ ember_return_generator(_PyInterpreterFrame *frame, PyThreadState *tstate)
     return (PyObject *)gen;
 }
 
+/* gen_send_ex2's common case, for a generator or coroutine that has not
+ * started (sent None) or is suspended: its frame is run by the installed
+ * evaluator directly, which is all that PyGen_am_send would come to, minus
+ * its state checks and two calls. Returns a PySendResult, or
+ * EMBER_GEN_NOT_RUN when the generator is in any other state (running,
+ * finished, or just started and sent a value): the caller then goes the
+ * general way, which raises or returns as CPython does. */
+#define EMBER_GEN_NOT_RUN 2
+static inline int
+ember_gen_resume(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, PyObject **presult)
+{
+    int8_t state = gen->gi_frame_state;
+    if (!(FRAME_STATE_SUSPENDED(state) || (state == FRAME_CREATED && arg == Py_None))) {
+        return EMBER_GEN_NOT_RUN;
+    }
+    _PyInterpreterFrame *gen_frame = &gen->gi_iframe;
+    _PyFrame_StackPush(gen_frame, PyStackRef_FromPyObjectNew(arg));
+    gen->gi_exc_state.previous_item = tstate->exc_info;
+    tstate->exc_info = &gen->gi_exc_state;
+    gen->gi_frame_state = FRAME_EXECUTING;
+    PyObject *result = _PyEval_EvalFrame(tstate, gen_frame, 0);
+    *presult = result;
+    if (result == NULL) {
+        return PYGEN_ERROR;
+    }
+    return FRAME_STATE_SUSPENDED(gen->gi_frame_state) ? PYGEN_NEXT : PYGEN_RETURN;
+}
+
+/* FOR_ITER's next(): a new reference; or NULL, either exhausted (no
+ * exception, or StopIteration, which the caller clears) or failed (any
+ * other exception). A generator's return value is dropped without making
+ * the StopIteration that gen_iternext would make for FOR_ITER to discard. */
+PyObject *
+ember_iternext(PyThreadState *tstate, PyObject *it)
+{
+    if (Py_TYPE(it) == &PyGen_Type) {
+        PyObject *res;
+        switch (ember_gen_resume(tstate, (PyGenObject *)it, Py_None, &res)) {
+        case PYGEN_NEXT:
+            return res;
+        case PYGEN_RETURN:
+            Py_DECREF(res);
+            return NULL;
+        case PYGEN_ERROR:
+            return NULL;
+        default:
+            break;
+        }
+    }
+    return Py_TYPE(it)->tp_iternext(it);
+}
+
 /* SEND: 0 with *result the value the receiver yielded, 1 with *result the
  * value it returned, -1 on error. The interpreter's own logic (an evaluator
  * is installed, so it never inlines a generator's frame), except that a
@@ -37,7 +89,11 @@ ember_send(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *receiver
 {
     PyTypeObject *type = Py_TYPE(receiver);
     if (type == &PyGen_Type || type == &PyCoro_Type) {
-        switch (type->tp_as_async->am_send(receiver, v, result)) {
+        int status = ember_gen_resume(tstate, (PyGenObject *)receiver, v, result);
+        if (status == EMBER_GEN_NOT_RUN) {
+            status = type->tp_as_async->am_send(receiver, v, result);
+        }
+        switch (status) {
         case PYGEN_NEXT:
             return 0;
         case PYGEN_RETURN:

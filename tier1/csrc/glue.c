@@ -39,6 +39,19 @@ ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadSt
     return _PyEval_EvalFrameDefault(tstate, frame, 0);
 }
 
+/* Decides for ember_may_respecialise, with the frame's code object (set by
+ * the runtime; without it, always yes). */
+int (*ember_respecialise_policy)(PyObject *code) = NULL;
+
+int
+ember_may_respecialise(_PyInterpreterFrame *frame)
+{
+    if (ember_respecialise_policy == NULL) {
+        return 1;
+    }
+    return ember_respecialise_policy((PyObject *)_PyFrame_GetCode(frame));
+}
+
 int
 ember_handle_pending(PyThreadState *tstate)
 {
@@ -226,9 +239,108 @@ fail:
     return 0;
 }
 
-PyObject *
-ember_call(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames)
+/* Every Python function's vectorcall unless replaced (PyFunction_SetVectorcall):
+ * CPython's _PyFunction_Vectorcall, which it does not export, so learnt from
+ * a function made at start-up (ember_glue_init). NULL before that, which
+ * turns the fast path below off. */
+static vectorcallfunc ember_function_vectorcall = NULL;
+
+int
+ember_glue_init(void)
 {
+    PyObject *globals = PyDict_New();
+    if (globals == NULL) {
+        return -1;
+    }
+    PyObject *func = PyRun_String("lambda: None", Py_eval_input, globals, globals);
+    Py_DECREF(globals);
+    if (func == NULL) {
+        return -1;
+    }
+    if (PyFunction_Check(func)) {
+        ember_function_vectorcall = ((PyFunctionObject *)func)->vectorcall;
+    }
+    Py_DECREF(func);
+    return 0;
+}
+
+/* A call of a plain Python function (or of a bound method of one), run as
+ * the interpreter runs CALL_PY_GENERAL, CALL_BOUND_METHOD_GENERAL and
+ * CALL_KW_PY: the callee's frame is pushed and initialised straight from the
+ * caller's stack, which it steals, and run by the installed evaluator. With
+ * an evaluator installed the interpreter never specialises calls to Python
+ * functions, so every such call would otherwise marshal its arguments
+ * through vectorcall and _PyEval_Vector. Returns 0, having touched nothing,
+ * for any other callable. A function whose vectorcall was replaced is not
+ * plain: its vectorcall must run. */
+static int
+ember_call_py(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames,
+              PyObject **res)
+{
+    PyObject *callable = PyStackRef_AsPyObjectBorrow(base[0]);
+    if (Py_TYPE(callable) == &PyMethod_Type && PyStackRef_IsNull(base[1])) {
+        PyObject *func = ((PyMethodObject *)callable)->im_func;
+        if (Py_TYPE(func) != &PyFunction_Type || ((PyFunctionObject *)func)->vectorcall != ember_function_vectorcall) {
+            return 0;
+        }
+        /* (method, NULL) -> (function, self), as the interpreter's CALL does. */
+        base[1] = PyStackRef_FromPyObjectNew(((PyMethodObject *)callable)->im_self);
+        _PyStackRef method = base[0];
+        base[0] = PyStackRef_FromPyObjectNew(func);
+        frame->stackpointer = base + 2 + oparg + has_kwnames;
+        PyStackRef_CLOSE(method);
+        callable = func;
+    }
+    else if (Py_TYPE(callable) != &PyFunction_Type || ((PyFunctionObject *)callable)->vectorcall != ember_function_vectorcall) {
+        return 0;
+    }
+    int has_self = !PyStackRef_IsNull(base[1]);
+    _PyStackRef *args = base + 2 - has_self;
+    int total = oparg + has_self;
+    PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(callable);
+    if (!has_kwnames && (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS | CO_OPTIMIZED)) == CO_OPTIMIZED
+        && code->co_kwonlyargcount == 0 && total <= code->co_argcount
+        && _PyThreadState_HasStackSpace(tstate, code->co_framesize)) {
+        /* Positional arguments only, for positional parameters only: what
+         * initialize_locals would do comes down to moving them, and the
+         * defaults of the parameters they leave out. */
+        int missing = code->co_argcount - total;
+        PyObject *defaults = ((PyFunctionObject *)callable)->func_defaults;
+        Py_ssize_t ndefaults = defaults == NULL ? 0 : PyTuple_GET_SIZE(defaults);
+        if (missing <= ndefaults) {
+            _PyInterpreterFrame *callee = _PyFrame_PushUnchecked(tstate, base[0], code->co_argcount, frame);
+            for (int i = 0; i < total; i++) {
+                callee->localsplus[i] = args[i];
+            }
+            for (int i = 0; i < missing; i++) {
+                callee->localsplus[total + i] =
+                    PyStackRef_FromPyObjectNew(PyTuple_GET_ITEM(defaults, ndefaults - missing + i));
+            }
+            frame->stackpointer = base;
+            *res = _PyEval_EvalFrame(tstate, callee, 0);
+            return 1;
+        }
+    }
+    PyObject *kwnames = has_kwnames ? PyStackRef_AsPyObjectSteal(base[2 + oparg]) : NULL;
+    int positional = total - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *locals = (code->co_flags & CO_OPTIMIZED)
+        ? NULL : Py_NewRef(PyFunction_GET_GLOBALS(callable));
+    /* The callable and the arguments now belong to the callee's frame. */
+    frame->stackpointer = base;
+    _PyInterpreterFrame *callee = _PyEvalFramePushAndInit(tstate, base[0], locals, args, (size_t)positional,
+                                                          kwnames, frame);
+    Py_XDECREF(kwnames);
+    *res = callee == NULL ? NULL : _PyEval_EvalFrame(tstate, callee, 0);
+    return 1;
+}
+
+PyObject *
+ember_call(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames)
+{
+    PyObject *py_res;
+    if (ember_call_py(tstate, frame, base, oparg, has_kwnames, &py_res)) {
+        return py_res;
+    }
     PyObject *callable = PyStackRef_AsPyObjectBorrow(base[0]);
     int has_self = !PyStackRef_IsNull(base[1]);
     _PyStackRef *args = base + 2 - has_self;

@@ -269,6 +269,10 @@ impl Compiled {
             a => Some(a),
         }
     }
+    /// The entry table: `n_units` addresses, 0 where there is no entry.
+    pub fn entry_table(&self) -> (*const u64, usize) {
+        (unsafe { self.mem.bytes().as_ptr().add(self.entry_table_off) } as *const u64, self.n_units)
+    }
     pub fn addr(&self) -> u64 {
         self.mem.addr()
     }

@@ -1,0 +1,202 @@
+"""Calls from compiled code to Python functions, and generator resumption.
+
+With a PEP 523 evaluator installed the interpreter never specialises calls
+to Python functions, so tier 1's generic CALL pushes the callee's frame
+itself (positional arguments and defaults moved straight into it, anything
+else through CPython's frame initialisation), and SEND / FOR_ITER resume a
+generator's frame directly. Each case compares with stock CPython
+(difftest.check: values, exceptions, tracebacks, line numbers).
+"""
+
+from difftest import check
+
+
+def test_positional_defaults_keywords_varargs():
+    check("""
+        import sys
+
+        def plain(a, b): return (a, b)
+        def defaults(a, b=2, c=[3]): return (a, b, c)
+        def kwonly(a, *, k=5): return (a, k)
+        def star(a, *args, **kw): return (a, args, sorted(kw.items()))
+        def posonly(a, /, b=1): return (a, b)
+
+        class K:
+            def m(self, x, y=10): return (type(self).__name__, x, y)
+            @staticmethod
+            def s(x): return x * 2
+            @classmethod
+            def c(cls, x): return (cls.__name__, x)
+
+        k = K()
+        bound = k.m
+        for i in range(40):
+            out = [plain(i, 2), defaults(i), defaults(i, 7), defaults(i, 7, 8), defaults(i, c=9),
+                   kwonly(i), kwonly(i, k=1), star(i), star(i, 1, 2, z=3), posonly(i), posonly(i, 4),
+                   k.m(i), k.m(i, 3), k.m(x=i), bound(i), K.m(k, i), k.s(i), K.c(i)]
+            if i % 13 == 0:
+                print(out)
+        for bad in (lambda: plain(1), lambda: plain(1, 2, 3), lambda: defaults(),
+                    lambda: kwonly(1, 2), lambda: posonly(a=1), lambda: k.m(),
+                    lambda: plain(1, b=2, a=3)):
+            try:
+                bad()
+            except TypeError as e:
+                print("TypeError", e, sys.exc_info()[2].tb_next.tb_lineno)
+    """)
+
+
+def test_defaults_replaced_and_function_code_swapped():
+    check("""
+        def f(a, b=1, c=2): return a + b + c
+        out = []
+        for i in range(30):
+            if i == 10:
+                f.__defaults__ = (100, 200)
+            if i == 20:
+                f.__defaults__ = None
+            try:
+                out.append(f(i))
+            except TypeError as e:
+                out.append(str(e))
+        print(out)
+
+        def g(x): return ("g", x)
+        def h(x, y=5): return ("h", x, y)
+        res = []
+        for i in range(20):
+            if i == 10:
+                g.__code__ = h.__code__
+                g.__defaults__ = (7,)
+            res.append(g(i))
+        print(res)
+    """, expect_seen={"f", "h"})
+
+
+def test_tracebacks_and_recursion_through_calls():
+    check("""
+        import sys, traceback
+        sys.setrecursionlimit(200)
+
+        def boom(n, d=0):
+            if n == 0:
+                raise ValueError("deep")
+            return boom(n - 1, d + 1)
+
+        def down(n):
+            return down(n + 1)
+
+        class M:
+            def go(self, n):
+                return boom(n)
+
+        for i in range(3):
+            try:
+                M().go(5)
+            except ValueError as e:
+                print([(f.name, f.lineno) for f in traceback.extract_tb(e.__traceback__)])
+        try:
+            down(0)
+        except RecursionError as e:
+            print("RecursionError", e)
+    """)
+
+
+def test_generator_resumption_paths():
+    check("""
+        def inner(n):
+            got = []
+            for i in range(n):
+                x = yield i
+                got.append(x)
+            return ("inner done", got)
+
+        def outer(n):
+            r = yield from inner(n)
+            yield r
+
+        def returns_value():
+            yield 1
+            return "value dropped by for"
+
+        for rep in range(3):
+            print(list(outer(3)))
+            g = outer(4)
+            print(next(g), g.send("a"), g.send("b"), g.send("c"), g.send("d"))
+            print([x for x in returns_value()])
+            g = inner(2)
+            try:
+                g.send("not None")
+            except TypeError as e:
+                print("TypeError", e)
+            print(next(g), next(g))
+            try:
+                next(g)
+            except StopIteration as e:
+                print("StopIteration", e.value)
+            try:
+                next(g)
+            except StopIteration as e:
+                print("again", e.value)
+
+        def running():
+            yield next(me)
+        me = running()
+        try:
+            next(me)
+        except ValueError as e:
+            print("ValueError", e)
+
+        def catches():
+            try:
+                yield 1
+                yield 2
+            except KeyError:
+                yield "caught"
+            finally:
+                print("finally")
+        def delegate():
+            yield from catches()
+        d = delegate()
+        print(next(d), d.throw(KeyError), d.close())
+    """)
+
+
+def test_coroutines_awaiting_coroutines():
+    check("""
+        import types
+
+        @types.coroutine
+        def suspend(v):
+            return (yield v)
+
+        async def leaf(i):
+            got = await suspend(i)
+            return got * 2
+
+        async def mid(n):
+            total = 0
+            for i in range(n):
+                total += await leaf(i)
+            return total
+
+        def drive(coro):
+            out = []
+            try:
+                v = coro.send(None)
+                while True:
+                    out.append(v)
+                    v = coro.send(v + 100)
+            except StopIteration as e:
+                return out, e.value
+
+        for i in range(3):
+            print(drive(mid(5)))
+        c = mid(1)
+        c.send(None)
+        c.close()
+        try:
+            c.send(None)
+        except RuntimeError as e:
+            print("RuntimeError", e)
+    """)
