@@ -200,3 +200,81 @@ def test_coroutines_awaiting_coroutines():
         except RuntimeError as e:
             print("RuntimeError", e)
     """)
+
+
+def test_class_instantiation():
+    check("""
+        import abc, sys, traceback
+
+        class P:
+            def __init__(self, x, y=0):
+                self.x, self.y = x, y
+        class Q(P):
+            pass
+        class S:
+            __slots__ = ("a",)
+            def __init__(self, a):
+                self.a = a
+        class Bad:
+            def __init__(self):
+                return 42
+        class Raises:
+            def __init__(self, v):
+                raise ValueError(v)
+        class Abstract(abc.ABC):
+            @abc.abstractmethod
+            def m(self): ...
+            def __init__(self): pass
+        class New:
+            def __new__(cls, *a):
+                print("new", cls.__name__, a)
+                return super().__new__(cls)
+            def __init__(self, v):
+                self.v = v
+        class Meta(type):
+            def __call__(cls, *a):
+                print("meta call", a)
+                return super().__call__(*a)
+        class WithMeta(metaclass=Meta):
+            def __init__(self, v):
+                self.v = v
+        class IntSub(int):
+            def __init__(self, v):
+                self.tag = "t"
+        class CallableInit:
+            class _I:
+                def __call__(self, *a):
+                    print("callable init", a)
+            __init__ = _I()
+        class Swap:
+            def __init__(self, v):
+                self.v = v
+
+        out = []
+        refs = sys.getrefcount(P), sys.getrefcount(Q), sys.getrefcount(P.__init__)
+        for i in range(30):
+            if i == 15:
+                def other(self, v, w=5):
+                    self.v = (v, w)
+                Swap.__init__ = other
+            p = P(i)
+            q = Q(i, 2)
+            out.append((p.x, p.y, q.x, q.y, type(q).__name__, S(i).a, Swap(i).v))
+            for bad in (lambda: Bad(), lambda: Raises(i), lambda: Abstract(), lambda: P(),
+                        lambda: P(1, 2, 3), lambda: S()):
+                try:
+                    bad()
+                except (TypeError, ValueError) as e:
+                    if i % 10 == 0:
+                        print(type(e).__name__, e, [f.name for f in traceback.extract_tb(e.__traceback__)])
+            if i % 10 == 0:
+                print(New(i).v, WithMeta(i).v, IntSub(i).tag, int(IntSub(i)))
+                try:
+                    CallableInit()
+                except TypeError as e:
+                    print("TypeError", e)
+        print(out[::7])
+        del p, q
+        # A reference leaked (or dropped) per instantiation shows here.
+        print([b - a for a, b in zip(refs, (sys.getrefcount(P), sys.getrefcount(Q), sys.getrefcount(P.__init__)))])
+    """, expect_seen={"P.__init__", "S.__init__", "Bad.__init__", "Raises.__init__", "other"})

@@ -244,6 +244,10 @@ fail:
  * a function made at start-up (ember_glue_init). NULL before that, which
  * turns the fast path below off. */
 static vectorcallfunc ember_function_vectorcall = NULL;
+/* The tp_init of every class whose __init__ is written in Python
+ * (typeobject.c's slot_tp_init, not exported either); NULL turns the
+ * instantiation fast path off. */
+static initproc ember_slot_tp_init = NULL;
 
 int
 ember_glue_init(void)
@@ -252,16 +256,117 @@ ember_glue_init(void)
     if (globals == NULL) {
         return -1;
     }
-    PyObject *func = PyRun_String("lambda: None", Py_eval_input, globals, globals);
-    Py_DECREF(globals);
-    if (func == NULL) {
+    PyObject *ok = PyRun_String("f = lambda: None\nclass C:\n    def __init__(self): pass\n", Py_file_input,
+                                globals, globals);
+    if (ok == NULL) {
+        Py_DECREF(globals);
         return -1;
     }
-    if (PyFunction_Check(func)) {
+    Py_DECREF(ok);
+    PyObject *func = PyDict_GetItemString(globals, "f");
+    PyObject *cls = PyDict_GetItemString(globals, "C");
+    if (func != NULL && PyFunction_Check(func)) {
         ember_function_vectorcall = ((PyFunctionObject *)func)->vectorcall;
     }
-    Py_DECREF(func);
+    if (cls != NULL && PyType_Check(cls)) {
+        ember_slot_tp_init = ((PyTypeObject *)cls)->tp_init;
+    }
+    Py_DECREF(globals);
     return 0;
+}
+
+/* The plain Python function `f` can be entered with `total` positional
+ * arguments by moving them into its frame (and its defaults after them). */
+static inline int
+simple_positional_call(PyThreadState *tstate, PyObject *f, int total)
+{
+    if (Py_TYPE(f) != &PyFunction_Type || ((PyFunctionObject *)f)->vectorcall != ember_function_vectorcall) {
+        return 0;
+    }
+    PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(f);
+    PyObject *defaults = ((PyFunctionObject *)f)->func_defaults;
+    return (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS | CO_OPTIMIZED)) == CO_OPTIMIZED
+        && code->co_kwonlyargcount == 0 && total <= code->co_argcount
+        && code->co_argcount - total <= (defaults == NULL ? 0 : PyTuple_GET_SIZE(defaults))
+        && _PyThreadState_HasStackSpace(tstate, code->co_framesize);
+}
+
+/* Push the frame of `func` (stolen), checked by simple_positional_call,
+ * moving the `total` arguments at `args` into it. */
+static inline _PyInterpreterFrame *
+push_simple(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef func, _PyStackRef *args, int total)
+{
+    PyFunctionObject *f = (PyFunctionObject *)PyStackRef_AsPyObjectBorrow(func);
+    int argcount = ((PyCodeObject *)f->func_code)->co_argcount;
+    _PyInterpreterFrame *callee = _PyFrame_PushUnchecked(tstate, func, argcount, frame);
+    for (int i = 0; i < total; i++) {
+        callee->localsplus[i] = args[i];
+    }
+    int missing = argcount - total;
+    if (missing > 0) {
+        PyObject *defaults = f->func_defaults;
+        Py_ssize_t ndefaults = PyTuple_GET_SIZE(defaults);
+        for (int i = 0; i < missing; i++) {
+            callee->localsplus[total + i] =
+                PyStackRef_FromPyObjectNew(PyTuple_GET_ITEM(defaults, ndefaults - missing + i));
+        }
+    }
+    return callee;
+}
+
+/* C(args) for a class C of metaclass `type` with object's __new__ and a
+ * Python __init__ taking them positionally: what type_call does (tp_alloc,
+ * then __init__ through slot_tp_init, whose result must be None), with
+ * __init__'s frame pushed from the caller's stack as for any Python call.
+ * The interpreter's CALL_ALLOC_AND_ENTER_INIT does the same inline. */
+static int
+call_class(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg, PyObject **res)
+{
+    PyTypeObject *tp = (PyTypeObject *)PyStackRef_AsPyObjectBorrow(base[0]);
+    if (tp->tp_new != PyBaseObject_Type.tp_new || tp->tp_init != ember_slot_tp_init || ember_slot_tp_init == NULL
+        || (tp->tp_flags & Py_TPFLAGS_IS_ABSTRACT)) {
+        return 0;
+    }
+    PyObject *init = _PyType_Lookup(tp, &_Py_ID(__init__));
+    if (init == NULL || !simple_positional_call(tstate, init, oparg + 1)) {
+        return 0;
+    }
+    /* Held across the allocation, which may run a collection. */
+    Py_INCREF(init);
+    PyObject *self = tp->tp_alloc(tp, 0);
+    if (self == NULL) {
+        Py_DECREF(init);
+        for (_PyStackRef *p = base + 2 + oparg; p > base;) {
+            p--;
+            frame->stackpointer = p;
+            PyStackRef_XCLOSE(*p);
+        }
+        *res = NULL;
+        return 1;
+    }
+    /* (class, NULL, args) -> (__init__, self, args); the class lives on in
+     * self's type. */
+    _PyStackRef cls = base[0];
+    base[0] = PyStackRef_FromPyObjectSteal(init);
+    base[1] = PyStackRef_FromPyObjectNew(self);
+    PyStackRef_CLOSE(cls);
+    frame->stackpointer = base;
+    _PyInterpreterFrame *callee = push_simple(tstate, frame, base[0], base + 1, oparg + 1);
+    PyObject *r = _PyEval_EvalFrame(tstate, callee, 0);
+    if (r == NULL) {
+        Py_DECREF(self);
+        *res = NULL;
+        return 1;
+    }
+    if (r != Py_None) {
+        PyErr_Format(PyExc_TypeError, "__init__() should return None, not '%.200s'", Py_TYPE(r)->tp_name);
+        Py_DECREF(r);
+        Py_DECREF(self);
+        *res = NULL;
+        return 1;
+    }
+    *res = self;
+    return 1;
 }
 
 /* A call of a plain Python function (or of a bound method of one), run as
@@ -291,36 +396,24 @@ ember_call_py(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *ba
         PyStackRef_CLOSE(method);
         callable = func;
     }
+    else if (Py_TYPE(callable) == &PyType_Type) {
+        return !has_kwnames && PyStackRef_IsNull(base[1]) && call_class(tstate, frame, base, oparg, res);
+    }
     else if (Py_TYPE(callable) != &PyFunction_Type || ((PyFunctionObject *)callable)->vectorcall != ember_function_vectorcall) {
         return 0;
     }
     int has_self = !PyStackRef_IsNull(base[1]);
     _PyStackRef *args = base + 2 - has_self;
     int total = oparg + has_self;
-    PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(callable);
-    if (!has_kwnames && (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS | CO_OPTIMIZED)) == CO_OPTIMIZED
-        && code->co_kwonlyargcount == 0 && total <= code->co_argcount
-        && _PyThreadState_HasStackSpace(tstate, code->co_framesize)) {
+    if (!has_kwnames && simple_positional_call(tstate, callable, total)) {
         /* Positional arguments only, for positional parameters only: what
          * initialize_locals would do comes down to moving them, and the
          * defaults of the parameters they leave out. */
-        int missing = code->co_argcount - total;
-        PyObject *defaults = ((PyFunctionObject *)callable)->func_defaults;
-        Py_ssize_t ndefaults = defaults == NULL ? 0 : PyTuple_GET_SIZE(defaults);
-        if (missing <= ndefaults) {
-            _PyInterpreterFrame *callee = _PyFrame_PushUnchecked(tstate, base[0], code->co_argcount, frame);
-            for (int i = 0; i < total; i++) {
-                callee->localsplus[i] = args[i];
-            }
-            for (int i = 0; i < missing; i++) {
-                callee->localsplus[total + i] =
-                    PyStackRef_FromPyObjectNew(PyTuple_GET_ITEM(defaults, ndefaults - missing + i));
-            }
-            frame->stackpointer = base;
-            *res = _PyEval_EvalFrame(tstate, callee, 0);
-            return 1;
-        }
+        frame->stackpointer = base;
+        *res = _PyEval_EvalFrame(tstate, push_simple(tstate, frame, base[0], args, total), 0);
+        return 1;
     }
+    PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(callable);
     PyObject *kwnames = has_kwnames ? PyStackRef_AsPyObjectSteal(base[2 + oparg]) : NULL;
     int positional = total - (kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0);
     PyObject *locals = (code->co_flags & CO_OPTIMIZED)
