@@ -52,6 +52,8 @@ pub struct CodeRecord {
     /// Times its compiled code did not hand a frame over for the interpreter
     /// to specialise an instruction again (`may_respecialise`).
     pub respecialisations_declined: u64,
+    /// Whether its bytecode has a loop (computed when first needed).
+    pub has_loops: Option<bool>,
     /// Tier-1 compilations of it (recompilations included) and their time.
     pub tier1_compiles: u64,
     pub tier1_compile_ns_total: u64,
@@ -161,6 +163,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         handed_off: false,
         handoffs: 0,
         respecialisations_declined: 0,
+        has_loops: None,
         tier1_compiles: 0,
         tier1_compile_ns_total: 0,
         registry_index: st.records.len(),
@@ -204,7 +207,7 @@ pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i
     0
 }
 
-/// Hand-offs a code object may always make to have the interpreter
+/// Hand-offs a code object with a loop may always make to have the interpreter
 /// re-specialise an instruction whose guard keeps failing (or try again to
 /// specialise one whose last attempts failed); past them, one per
 /// `RESPECIALISE_CALLS_PER_HANDOFF` frames run (calls and resumes). The
@@ -215,6 +218,27 @@ pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i
 const RESPECIALISE_FREE_HANDOFFS: u64 = 8;
 const RESPECIALISE_CALLS_PER_HANDOFF: u64 = 256;
 
+/// Whether `code`'s bytecode jumps backward anywhere (has a loop).
+///
+/// # Safety
+/// GIL held; `code` is a live code object.
+unsafe fn code_has_loops(code: *mut ffi::PyObject) -> bool {
+    use ember_pyabi::opcodes;
+    let n_units = ffi::Py_SIZE(code) as usize;
+    // Code units are two bytes: the opcode, then the oparg.
+    let bytes = core::slice::from_raw_parts((code as *const u8).add(abi::CODE_CO_CODE_ADAPTIVE), 2 * n_units);
+    let backward = ["JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"].map(opcodes::by_name);
+    let mut i = 0;
+    while i < n_units {
+        let op = opcodes::deopt(bytes[2 * i]);
+        if backward.contains(&Some(op)) {
+            return true;
+        }
+        i += 1 + opcodes::caches(op);
+    }
+    false
+}
+
 /// Tier 1's re-specialisation policy (see
 /// `ember_tier1::glue::set_respecialise_policy`): 1 to hand the frame over.
 pub unsafe extern "C" fn may_respecialise(code: *mut core::ffi::c_void) -> i32 {
@@ -223,6 +247,13 @@ pub unsafe extern "C" fn may_respecialise(code: *mut core::ffi::c_void) -> i32 {
         return 1;
     }
     let rec = &mut *rec;
+    // Without a loop a frame cannot run long: handing the rest of it to
+    // the interpreter costs little, and the interpreter's re-specialisation
+    // follows the types a site sees in phases.
+    let has_loops = *rec.has_loops.get_or_insert_with(|| code_has_loops(rec.code));
+    if !has_loops {
+        return 1;
+    }
     let frames = rec.profile.calls + rec.profile.resumes;
     if rec.handoffs < RESPECIALISE_FREE_HANDOFFS
         || rec.handoffs.saturating_mul(RESPECIALISE_CALLS_PER_HANDOFF) < frames

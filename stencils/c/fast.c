@@ -8,11 +8,12 @@
  * descriptors) are baked in as operands (tier1/src/operands.rs,
  * fast_operands), and each stencil checks everything they depend on, as the
  * interpreter's own guards do. A failed guard does the generic
- * instruction's work, as the interpreter would after deoptimising (the
- * cache is never re-specialised under compiled code, so a guard that
- * starts failing keeps failing: the generic path must be complete). The
- * exception is LOAD_GLOBAL_*, whose failed guard hands the frame to the
- * interpreter (see there).
+ * instruction's work, as the interpreter would after deoptimising (compiled
+ * code never re-specialises, so a guard that starts failing may keep
+ * failing: the generic path must be complete). The attribute stencils of
+ * instances first try the interpreter's current specialisation from the
+ * live cache (see live_u32). The exception is LOAD_GLOBAL_*, whose failed
+ * guard hands the frame to the interpreter (see there).
  *
  * Where the specialised instruction's order of releasing references differs
  * from the generic one (STORE_ATTR_*: the owner before the old value), the
@@ -110,12 +111,49 @@ cached_keys_version_is(PyTypeObject *tp, uint32_t version)
     return ((PyHeapTypeObject *)tp)->ht_cached_keys->dk_version == version;
 }
 
-/* OPERAND0: type version; OPERAND1: byte offset of the value in the object. */
+/* The live inline cache. Compiled code holds a snapshot of the cached
+ * values; at a polymorphic site the interpreter later specialises the
+ * instruction again for another type (when a frame was handed to it), and
+ * the snapshot then misses where the interpreter would hit. On a miss the
+ * stencils below try the instruction's current specialisation, read from
+ * the bytecode as the interpreter reads it, before taking the generic path
+ * (which counts a miss). Entry k of the cache is THIS_INSTR[1 + k]. */
+static inline __attribute__((always_inline)) uint32_t
+live_u32(const _Py_CODEUNIT *instr, int entry)
+{
+    return (uint32_t)instr[1 + entry].cache | ((uint32_t)instr[2 + entry].cache << 16);
+}
+
+static inline __attribute__((always_inline)) uint64_t
+live_u64(const _Py_CODEUNIT *instr, int entry)
+{
+    return (uint64_t)live_u32(instr, entry) | ((uint64_t)live_u32(instr, entry + 2) << 32);
+}
+
+/* The live cache's type version (entry 1), if the instruction is still
+ * specialised as `op`, and 0 otherwise (no type has version 0). */
+static inline __attribute__((always_inline)) uint32_t
+live_type_version(const _Py_CODEUNIT *instr, int op)
+{
+    return instr->op.code == op ? live_u32(instr, 1) : 0;
+}
+
+/* OPERAND0: type version; OPERAND1: byte offset of the value in the object.
+ * Live cache: type version at 1, offset at 3. */
 EMBER_STENCIL(LOAD_ATTR_INSTANCE_VALUE)
 {
     PyObject *owner_o = BORROW(stack_pointer[-1]);
-    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0) && values_valid(owner_o))) {
-        PyObject *attr_o = *(PyObject **)((char *)owner_o + OPERAND1);
+    unsigned int version = Py_TYPE(owner_o)->tp_version_tag;
+    uintptr_t offset = OPERAND1;
+    if (UNLIKELY(version != lo32(OPERAND0))) {
+        const _Py_CODEUNIT *instr = THIS_INSTR;
+        if (version == 0 || version != live_type_version(instr, EMBER_OP_LOAD_ATTR_INSTANCE_VALUE)) {
+            LOAD_ATTR_GENERIC();
+        }
+        offset = instr[4].cache;
+    }
+    if (LIKELY(values_valid(owner_o))) {
+        PyObject *attr_o = *(PyObject **)((char *)owner_o + offset);
         if (LIKELY(attr_o != NULL)) {
             LOAD_ATTR_RESULT(attr_o);
         }
@@ -183,9 +221,19 @@ EMBER_STENCIL(LOAD_ATTR_METHOD_WITH_VALUES)
     PyObject *owner_o = BORROW(stack_pointer[-1]);
     PyTypeObject *tp = Py_TYPE(owner_o);
     uintptr_t versions = OPERAND0;
-    if (LIKELY(tp->tp_version_tag == lo32(versions) && values_valid(owner_o)
-               && cached_keys_version_is(tp, hi32(versions)))) {
-        LOAD_ATTR_METHOD_RESULT((PyObject *)OPERAND1);
+    PyObject *descr = (PyObject *)OPERAND1;
+    if (UNLIKELY(tp->tp_version_tag != lo32(versions))) {
+        /* Live cache: type version at 1, keys version at 3, descriptor at 5. */
+        const _Py_CODEUNIT *instr = THIS_INSTR;
+        unsigned int version = tp->tp_version_tag;
+        if (version == 0 || version != live_type_version(instr, EMBER_OP_LOAD_ATTR_METHOD_WITH_VALUES)) {
+            LOAD_ATTR_GENERIC();
+        }
+        versions = (uintptr_t)version | ((uintptr_t)live_u32(instr, 3) << 32);
+        descr = (PyObject *)(uintptr_t)live_u64(instr, 5);
+    }
+    if (LIKELY(values_valid(owner_o) && cached_keys_version_is(tp, hi32(versions)))) {
+        LOAD_ATTR_METHOD_RESULT(descr);
     }
     LOAD_ATTR_GENERIC();
 }
@@ -354,9 +402,18 @@ EMBER_STENCIL(STORE_ATTR_INSTANCE_VALUE)
 {
     _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
     PyObject *owner_o = BORROW(owner);
-    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0)
-               && _PyObject_GetManagedDict(owner_o) == NULL && values_valid(owner_o))) {
-        PyObject **value_ptr = (PyObject **)((char *)owner_o + OPERAND1);
+    unsigned int version = Py_TYPE(owner_o)->tp_version_tag;
+    uintptr_t offset = OPERAND1;
+    if (UNLIKELY(version != lo32(OPERAND0))) {
+        /* Live cache: type version at 1, offset at 3. */
+        const _Py_CODEUNIT *instr = THIS_INSTR;
+        if (version == 0 || version != live_type_version(instr, EMBER_OP_STORE_ATTR_INSTANCE_VALUE)) {
+            STORE_ATTR_GENERIC();
+        }
+        offset = instr[4].cache;
+    }
+    if (LIKELY(_PyObject_GetManagedDict(owner_o) == NULL && values_valid(owner_o))) {
+        PyObject **value_ptr = (PyObject **)((char *)owner_o + offset);
         PyObject *old = *value_ptr;
         *value_ptr = PyStackRef_AsPyObjectSteal(value);
         if (old == NULL) {

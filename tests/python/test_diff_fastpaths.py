@@ -1241,3 +1241,54 @@ def test_generic_stencils_without_warmup(tmp_path):
     used = set(ast.literal_eval(used))
     assert {"LOAD_ATTR", "LOAD_GLOBAL", "CALL"} <= used
     assert not used & {"LOAD_ATTR_INSTANCE_VALUE", "LOAD_GLOBAL_BUILTIN", "CALL_LEN"}
+
+
+def test_polymorphic_sites_in_phases():
+    # Instances of classes whose attributes sit at different offsets, seen
+    # in phases: the interpreter re-specialises each site for the phase's
+    # class (on hand-offs), and compiled code then uses the live cache's
+    # type version, offset and method, which must match the object's own.
+    check("""
+        class A:
+            def __init__(self, i):
+                self.x = i
+                self.y = -i
+            def m(self):
+                return ("A", self.x)
+        class B:
+            def __init__(self, i):
+                self.y = 2 * i
+                self.z = 0
+                self.x = 3 * i
+            def m(self):
+                return ("B", self.y)
+        class C(A):
+            def m(self):
+                return ("C", self.x, self.y)
+
+        def load(o):
+            return o.x + o.y
+
+        def store(o, v):
+            o.x = v
+            o.y = v + 1
+
+        def call(o):
+            return o.m()
+
+        kinds = [A, B, C]
+        out = []
+        for phase in range(40):
+            cls = kinds[phase % 3]
+            objs = [cls(i) for i in range(60)]
+            acc = 0
+            for o in objs:
+                acc += load(o)
+                store(o, acc % 97)
+                acc += load(o)
+                r = call(o)
+                acc += r[1]
+            out.append((cls.__name__, acc, vars(objs[-1])))
+        print(out)
+    """, {"load": {"LOAD_ATTR_INSTANCE_VALUE"}, "store": {"STORE_ATTR_INSTANCE_VALUE"},
+          "call": {"LOAD_ATTR_METHOD_WITH_VALUES"}})

@@ -47,10 +47,13 @@ def test_specialised_code_runs_without_hand_offs(tmp_path):
 
 def test_polymorphic_site_hands_off_within_budget(tmp_path):
     # One attribute load sees instances of four classes in turn: the
-    # interpreter re-specialises it after every ~53 misses, forever. Compiled
-    # code hands the frame over for that only within a budget (8, then one
-    # per 256 frames) and otherwise keeps its specialisation and takes the
-    # generic path; the values are the interpreter's either way.
+    # interpreter re-specialises it after every ~53 misses, forever. In code
+    # without a loop compiled code hands the frame over for that as often
+    # (what is left of the frame is short). In code with a loop a hand-off
+    # leaves the rest of the loop to the interpreter: there it happens only
+    # within a budget (8, then one per 256 frames), and otherwise the
+    # compiled code keeps its specialisation and takes the generic path. The
+    # values are the interpreter's either way.
     source = """
         import ember
 
@@ -63,20 +66,33 @@ def test_polymorphic_site_hands_off_within_budget(tmp_path):
         def get(o):
             return o.v
 
+        def get_all(objs):
+            t = 0
+            for o in objs:
+                t += o.v
+            return t
+
         objs = [A(1), B(2), C(3), D(4)]
         total = 0
         for i in range(40000):
             total += get(objs[i % 4])
-        f = next(f for f in ember.stats()["functions"] if f["qualname"] == "get")
-        print(total, f["tier"], f["calls"], f["handoffs"], f["respecialisations_declined"])
+        for i in range(10000):
+            total += get_all(objs)
+        stats = {f["qualname"]: f for f in ember.stats()["functions"]}
+        for name in ("get", "get_all"):
+            f = stats[name]
+            print(total, f["tier"], f["calls"], f["handoffs"], f["respecialisations_declined"])
     """
     p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1", "EMBER_TIER1_THRESHOLD": "0"}, tmp_path)
     assert p.returncode == 0, p.stderr
-    total, tier, calls, handoffs, declined = map(int, p.stdout.split())
-    assert total == 100000 and tier == 1 and calls == 40000
-    # Without the budget: one hand-off per ~53 misses, ~750 here.
-    assert handoffs <= 8 + calls // 256 + 1, handoffs
-    assert declined > 0
+    (total, tier, calls, handoffs, declined), (_, tier2, calls2, handoffs2, declined2) = (
+        map(int, line.split()) for line in p.stdout.splitlines())
+    assert total == 200000 and tier == tier2 == 1 and calls == 40000 and calls2 == 10000
+    # Loop-free: hands over as the interpreter re-specialises (~750 times).
+    assert handoffs > 300 and declined == 0, (handoffs, declined)
+    # With a loop: within the budget (without it, ~750 again).
+    assert handoffs2 <= 8 + calls2 // 256 + 1, handoffs2
+    assert declined2 > 0
 
 
 def test_unspecialisable_calls_and_generators_stay_compiled(tmp_path):
