@@ -278,3 +278,40 @@ def test_class_instantiation():
         # A reference leaked (or dropped) per instantiation shows here.
         print([b - a for a, b in zip(refs, (sys.getrefcount(P), sys.getrefcount(Q), sys.getrefcount(P.__init__)))])
     """, expect_seen={"P.__init__", "S.__init__", "Bad.__init__", "Raises.__init__", "other"})
+
+
+def test_function_rebinding_itself_while_running():
+    # The running function's frame holds the only reference to it (the call
+    # moved the callable into the frame), and through it to its code object:
+    # when `global pager` rebinds the name and the frame returns, the code
+    # object dies. Its compiled code, still running the return, must not be
+    # freed under it (it was: a segfault found by test_remote_pdb, through
+    # pydoc.pager).
+    check("""
+        ns = {}
+        src = "\\n".join([
+            "def pager(text, title=''):",
+            "    global pager",
+            "    pager = plain",
+            "    pager(text, title)",
+            "    return 'first'",
+            "def plain(text, title=''):",
+            "    print('plain', text, title)",
+            "    return 'plain'",
+        ])
+        exec(compile(src, "<module m>", "exec"), ns)
+        again = "\\n".join([
+            "def pager(text, title=''):",
+            "    global pager",
+            "    pager = plain",
+            "    return 'again'",
+        ])
+
+        def help():
+            return ns["pager"]("doc")
+
+        for i in range(5):
+            print(help())
+            if i == 2:
+                exec(compile(again, "<again>", "exec"), ns)
+    """, expect_seen={"help"})

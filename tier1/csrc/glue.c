@@ -17,7 +17,14 @@ ember_run(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
     tstate->py_recursion_remaining--;
     frame->previous = tstate->current_frame;
     tstate->current_frame = frame;
-    return entry(frame, frame->stackpointer, tstate);
+    /* The frame may hold the only reference to its code object (a function
+     * rebound while it runs, whose frame owns the function): clearing the
+     * frame at its return would free the code object, and with it the
+     * compiled code still running that return. */
+    PyObject *code = Py_NewRef((PyObject *)_PyFrame_GetCode(frame));
+    PyObject *res = entry(frame, frame->stackpointer, tstate);
+    Py_DECREF(code);
+    return res;
 }
 
 /* Told of every hand-off, with the frame's code object (set by the
