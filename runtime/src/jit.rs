@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use ember_profiler::Tier;
 use ember_pyabi::current as abi;
-use ember_tier1::compile::{self, CodeInfo, Refusal, Resolver, SymbolCache};
+use ember_tier1::compile::{self, CodeInfo, Compiler, Refusal, Resolver, SymbolCache};
 use pyo3::ffi;
 
 use crate::records::{state, CodeRecord};
@@ -43,6 +43,14 @@ struct PyResolver;
 
 /// Stencil symbols, resolved at the first compilation.
 static SYMBOLS: std::sync::OnceLock<SymbolCache> = std::sync::OnceLock::new();
+
+/// The compiler, made at the first compilation (it resolves every stencil
+/// symbol then).
+static COMPILER: std::sync::OnceLock<Compiler> = std::sync::OnceLock::new();
+
+fn compiler() -> &'static Compiler {
+    COMPILER.get_or_init(|| Compiler::new(&PyResolver))
+}
 
 impl Resolver for PyResolver {
     fn stencil_symbol(&self, index: u16) -> Option<u64> {
@@ -89,9 +97,16 @@ unsafe fn field<T: Copy>(code: *mut ffi::PyObject, off: usize) -> T {
     *((code as *const u8).add(off) as *const T)
 }
 
-unsafe fn tuple_items(t: *mut ffi::PyObject) -> Vec<u64> {
-    let n = ffi::PyTuple_Size(t);
-    (0..n.max(0)).map(|i| ffi::PyTuple_GetItem(t, i) as u64).collect()
+/// The items of a tuple, in place.
+unsafe fn tuple_items<'a>(t: *mut ffi::PyObject) -> &'a [u64] {
+    let n = ffi::Py_SIZE(t).max(0) as usize;
+    if n == 0 {
+        return &[];
+    }
+    let items = (*(t as *mut ffi::PyTupleObject)).ob_item.as_ptr();
+    debug_assert_eq!(*items, ffi::PyTuple_GetItem(t, 0));
+    // PyObject pointers, as addresses.
+    core::slice::from_raw_parts(items as *const u64, n)
 }
 
 /// The interpreter's current instrumentation version, as `tstate` sees it.
@@ -141,27 +156,24 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
     let consts = tuple_items(field(code, abi::CODE_CO_CONSTS));
     let names = tuple_items(field(code, abi::CODE_CO_NAMES));
     let lpnames = tuple_items(field(code, abi::CODE_CO_LOCALSPLUSNAMES));
-    let lines = {
+    let linetable = {
         let table: *mut ffi::PyObject = field(code, abi::CODE_CO_LINETABLE);
-        let bytes = core::slice::from_raw_parts(
-            ffi::PyBytes_AsString(table) as *const u8,
-            ffi::PyBytes_Size(table) as usize,
-        );
-        ember_pyabi::locations::line_numbers(bytes, field(code, abi::CODE_CO_FIRSTLINENO), n_units)
+        core::slice::from_raw_parts(ffi::PyBytes_AsString(table) as *const u8, ffi::PyBytes_Size(table) as usize)
     };
     let info = CodeInfo {
         code_object: code as u64,
         bytecode: core::slice::from_raw_parts(bytecode_ptr, n_units),
         bytecode_addr: bytecode_ptr as u64,
-        consts: &consts,
-        names: &names,
-        localsplusnames: &lpnames,
+        consts,
+        names,
+        localsplusnames: lpnames,
         instrumentation_version: version,
-        lines: &lines,
+        linetable,
+        first_line: field(code, abi::CODE_CO_FIRSTLINENO),
         // The record is boxed and outlives its compiled code (retired code too).
         back_edge_counter: core::ptr::addr_of_mut!(rec.profile.back_edges) as u64,
     };
-    let result = compile::compile(&info, &PyResolver);
+    let result = compiler().compile(&info);
     let elapsed = start.elapsed().as_nanos() as u64;
     let totals = &mut state().tier1;
     match result {

@@ -1,23 +1,40 @@
 //! The copy-and-patch compiler: one stencil per bytecode instruction, laid
 //! out in bytecode order, holes patched with this code object's values.
 //!
-//! Layout of one compiled code object (a single mapping):
+//! Layout of one compiled code object: a block of the executable arena
+//! ([`crate::jitmem`]),
 //!
 //! ```text
 //! [instruction stencils, in bytecode order][ERROR_EXIT][RERAISE_EXIT][DEOPT_EXIT]
-//! [stencil data blobs][GOT slots][trampolines][entry table: one u64 per code unit]
+//! [trampolines][GOT slots for non-symbol values][data of stencils whose data has holes]
+//! [entry table: one u64 per code unit][stencil of each instruction: one u16 each]
 //! ```
 //!
-//! The entry table gives, for every instruction start, the address of its
-//! stencil: the hook enters a frame at `frame->instr_ptr`, and exception
-//! handlers are reached through it.
+//! (the trampolines, GOT slots and data are usually absent). The entry table
+//! gives, for every instruction start, the address of its code (0
+//! elsewhere): the hook enters a frame at `frame->instr_ptr`, and exception
+//! handlers are reached through it. The stencil numbers are for
+//! [`Compiled::map`]. Symbol GOT slots and the stencils' read-only data are
+//! shared: every region of the arena starts with them ([`crate::program`]).
+//!
+//! A [`Compiler`] holds what does not change between compilations: each
+//! stencil as a patch program (symbols resolved, constant holes patched
+//! into a template, fields checked), and each opcode's stencil, class,
+//! generic form and cache size. A compilation decodes the bytecode, lays
+//! the stencils out (sizes only), takes a block, then copies and patches
+//! every stencil into a reused staging buffer and writes that to the block
+//! with one call.
+
+use std::cell::RefCell;
+use std::sync::Arc;
 
 use ember_pyabi::opcodes;
-use ember_stencils::{Hole, HoleValue, Stencil};
 
-use crate::jitmem::{Executable, Writable};
-use crate::operands::{self, JumpTo};
+use crate::jitmem::{Arena, Block};
+use crate::operands::{self, Class, JumpRule, JumpTo, Known};
 use crate::patch;
+use crate::program::{slot, FastHole, Prog, Programs, Src, NO_PROG};
+use ember_stencils::HoleValue;
 
 /// What the compiler needs of a code object, gathered by the runtime under
 /// the GIL. Addresses are of objects the code object keeps alive.
@@ -32,8 +49,10 @@ pub struct CodeInfo<'a> {
     /// The interpreter's instrumentation version the code is compiled for
     /// (its bytecode is uninstrumented at that version).
     pub instrumentation_version: u64,
-    /// Source line of every code unit (`None`: no location).
-    pub lines: &'a [Option<i32>],
+    /// The location table (`co_linetable`) and `co_firstlineno`: the source
+    /// line of every code unit.
+    pub linetable: &'a [u8],
+    pub first_line: i32,
     /// Address of a `u64` that `JUMP_BACKWARD` increments each time it runs
     /// (the back-edge count of `ember.stats()`); it must outlive the code.
     pub back_edge_counter: u64,
@@ -43,9 +62,8 @@ pub struct CodeInfo<'a> {
 pub trait Resolver {
     /// Address of an exported symbol (CPython's or Ember's own helpers).
     fn symbol(&self, name: &str) -> Option<u64>;
-    /// Address of `ember_stencils::SYMBOLS[index]`. Called for every symbol
-    /// hole, so a resolver used for many compilations should cache (see
-    /// [`SymbolCache`]).
+    /// Address of `ember_stencils::SYMBOLS[index]`. Called once per symbol
+    /// by [`Compiler::new`].
     fn stencil_symbol(&self, index: u16) -> Option<u64> {
         self.symbol(ember_stencils::SYMBOLS[index as usize])
     }
@@ -96,41 +114,203 @@ impl std::fmt::Display for Refusal {
 }
 
 /// One decoded instruction.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct Instr {
     /// Index of its first code unit.
-    pub index: usize,
+    pub index: u32,
+    /// Index of the next instruction (after the inline caches).
+    pub next: u32,
+    /// Full oparg, `EXTENDED_ARG` prefixes folded in.
+    pub oparg: u32,
+    /// Its source line (`i32::MIN`: none).
+    pub line: i32,
+    /// Where the interpreter must dispatch to run it with its full oparg:
+    /// the first of the `EXTENDED_ARG`s right before it, else itself.
+    pub dispatch: u32,
     pub opcode: u8,
     /// The generic opcode (`_PyOpcode_Deopt`).
     pub base: u8,
-    /// Full oparg, `EXTENDED_ARG` prefixes folded in.
-    pub oparg: u32,
-    /// Index of the next instruction (after the inline caches).
-    pub next: usize,
+    /// A LINE_CHECK goes before it (set by the layout).
+    line_start: bool,
 }
 
 const FIRST_INSTRUMENTED: u8 = 234;
+
+fn extended_arg() -> Option<u8> {
+    static OP: std::sync::OnceLock<Option<u8>> = std::sync::OnceLock::new();
+    *OP.get_or_init(|| opcodes::by_name("EXTENDED_ARG"))
+}
 
 /// Decode the quickened bytecode. `EXTENDED_ARG` units stay instructions
 /// of their own (jumps may target them) and their oparg is folded forward.
 pub fn decode(bytecode: &[u16]) -> Result<Vec<Instr>, Refusal> {
     let mut out = Vec::new();
+    decode_into(bytecode, &[], 0, &op_infos(), &mut out, &mut Vec::new())?;
+    Ok(out)
+}
+
+/// What decoding and compiling need of one opcode.
+#[derive(Clone, Copy)]
+struct OpInfo {
+    /// `_PyOpcode_Deopt`.
+    base: u8,
+    /// Inline cache entries (of the generic form).
+    caches: u8,
+    class: Class,
+    jump: JumpRule,
+    /// Its stencil's program, or `NO_PROG`.
+    prog: u16,
+    /// It is `EXTENDED_ARG`.
+    extended_arg: bool,
+}
+
+fn op_infos() -> [OpInfo; 256] {
+    core::array::from_fn(|op| {
+        let op = op as u8;
+        let base = opcodes::deopt(op);
+        OpInfo {
+            base,
+            caches: opcodes::caches(base).min(255) as u8,
+            class: Class::of(op),
+            jump: JumpRule::of(op),
+            prog: NO_PROG,
+            extended_arg: Some(base) == extended_arg(),
+        }
+    })
+}
+
+/// [`decode`] into `out` (cleared first), each instruction with its line
+/// (from `linetable`); marks in `targets` (one byte per code unit) the
+/// units jumps go to. Returns [`opcode_signature`].
+fn decode_into(
+    bytecode: &[u16],
+    linetable: &[u8],
+    first_line: i32,
+    ops: &[OpInfo; 256],
+    out: &mut Vec<Instr>,
+    targets: &mut Vec<u8>,
+) -> Result<u64, Refusal> {
+    let n = bytecode.len();
+    out.clear();
+    out.reserve(n);
+    targets.clear();
+    targets.resize(n, 0);
+    let mut lines = LineCursor::new(linetable, first_line);
+    let mut h = FNV_OFFSET;
     let mut i = 0;
     let mut ext: u32 = 0;
-    while i < bytecode.len() {
+    // The first unit of the run of EXTENDED_ARGs just decoded, if any.
+    let mut ext_start: Option<u32> = None;
+    while i < n {
         let word = bytecode[i];
         let opcode = (word & 0xff) as u8;
         if opcode >= FIRST_INSTRUMENTED {
             return Err(Refusal::Instrumented);
         }
-        let base = opcodes::deopt(opcode);
+        let op = &ops[opcode as usize];
+        let caches = op.caches as usize;
+        h = fnv(h, opcode as u64);
+        // The cache entries after the counter.
+        let mut c = i + 2;
+        let end = (i + 1 + caches).min(n);
+        while c < end {
+            h = fnv(h, bytecode[c] as u64);
+            c += 1;
+        }
         let oparg = (ext << 8) | (word >> 8) as u32;
-        let next = i + 1 + opcodes::caches(base);
-        ext = if opcodes::name(base) == Some("EXTENDED_ARG") { oparg } else { 0 };
-        out.push(Instr { index: i, opcode, base, oparg, next });
+        let next = i + 1 + caches;
+        ext = if op.extended_arg { oparg } else { 0 };
+        let dispatch = ext_start.unwrap_or(i as u32);
+        ext_start = if op.extended_arg { Some(dispatch) } else { None };
+        let instr = Instr {
+            index: i as u32,
+            next: next as u32,
+            oparg,
+            line: lines.line_at(i),
+            dispatch,
+            opcode,
+            base: op.base,
+            line_start: false,
+        };
+        if op.jump != JumpRule::None {
+            if let JumpTo::Instr(t) = operands::jump(&instr, op.jump) {
+                if let Some(m) = targets.get_mut(t) {
+                    *m = 1;
+                }
+            }
+        }
+        out.push(instr);
         i = next;
     }
-    Ok(out)
+    Ok(h)
+}
+
+/// The source line of code units in increasing order, read from a
+/// location table (CPython 3.14's `co_linetable`, as
+/// `ember_pyabi::locations`): entries covering 1 to 8 code units each, a
+/// first byte `1cccclll` (code `cccc`, length `lll + 1`) then code-specific data.
+struct LineCursor<'a> {
+    table: &'a [u8],
+    pos: usize,
+    line: i32,
+    /// The current entry: its line, and the unit after it.
+    this: i32,
+    end: usize,
+}
+
+impl<'a> LineCursor<'a> {
+    fn new(table: &'a [u8], first_line: i32) -> Self {
+        LineCursor { table, pos: 0, line: first_line, this: NO_LINE, end: 0 }
+    }
+
+    #[inline]
+    fn line_at(&mut self, unit: usize) -> i32 {
+        while unit >= self.end {
+            if self.pos >= self.table.len() {
+                return NO_LINE;
+            }
+            self.next_entry();
+        }
+        self.this
+    }
+
+    fn next_entry(&mut self) {
+        let table = self.table;
+        let head = table[self.pos];
+        self.pos += 1;
+        let code = (head >> 3) & 15;
+        self.end += (head & 7) as usize + 1;
+        self.this = match code {
+            15 => NO_LINE,
+            14 => {
+                self.line = self.line.wrapping_add(read_svarint(table, &mut self.pos));
+                for _ in 0..3 {
+                    read_varint(table, &mut self.pos); // end line, column, end column
+                }
+                self.line
+            }
+            13 => {
+                self.line = self.line.wrapping_add(read_svarint(table, &mut self.pos));
+                self.line
+            }
+            10..=12 => {
+                self.line = self.line.wrapping_add((code - 10) as i32);
+                self.pos += 2; // column, end column
+                self.line
+            }
+            _ => {
+                self.pos += 1; // short form: columns only
+                self.line
+            }
+        };
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+#[inline(always)]
+fn fnv(h: u64, v: u64) -> u64 {
+    (h ^ v).wrapping_mul(0x0100_0000_01b3)
 }
 
 /// A digest of the instruction opcodes and their inline caches, adaptive
@@ -139,415 +319,861 @@ pub fn decode(bytecode: &[u16]) -> Result<Vec<Instr>, Refusal> {
 /// (new type versions, dict versions), which is when recompiling gives other
 /// stencils or other guard values.
 pub fn opcode_signature(bytecode: &[u16]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    let mut mix = |v: u64| h = (h ^ v).wrapping_mul(0x0100_0000_01b3);
+    let mut h = FNV_OFFSET;
     let mut i = 0;
     while i < bytecode.len() {
         let op = (bytecode[i] & 0xff) as u8;
-        mix(op as u64);
+        h = fnv(h, op as u64);
         let caches = opcodes::caches(opcodes::deopt(op));
         for unit in bytecode.iter().skip(i + 2).take(caches.saturating_sub(1)) {
-            mix(*unit as u64);
+            h = fnv(h, *unit as u64);
         }
         i += 1 + caches;
     }
     h
 }
 
-/// The instruction the interpreter must dispatch at to run `instrs[k]` with
-/// its full oparg: the first of the `EXTENDED_ARG`s right before it.
-fn dispatch_start(instrs: &[Instr], k: usize) -> usize {
-    let mut start = k;
-    while start > 0 && name_of(instrs[start - 1].base) == "EXTENDED_ARG" && instrs[start - 1].next == instrs[start].index {
-        start -= 1;
-    }
-    start
-}
-
 pub(crate) fn name_of(op: u8) -> &'static str {
     opcodes::name(op).unwrap_or("<unknown>")
 }
 
-/// The stencil for an instruction: its specialised form if there is one,
-/// else the generic form, else None.
-pub fn select(instr: &Instr) -> Option<&'static Stencil> {
-    // Found by name once per opcode, not per instruction.
-    static BY_OPCODE: std::sync::OnceLock<Vec<Option<&'static Stencil>>> = std::sync::OnceLock::new();
-    BY_OPCODE.get_or_init(|| (0..=255u8).map(select_by_name).collect())[instr.opcode as usize]
-}
-
-fn select_by_name(opcode: u8) -> Option<&'static Stencil> {
+/// The stencil for an opcode: its specialised form if there is one, else
+/// the generic form, else None.
+pub(crate) fn select_by_name(opcode: u8) -> Option<&'static str> {
     let base = name_of(opcodes::deopt(opcode));
-    let alias = match base {
-        "EXTENDED_ARG" | "NOT_TAKEN" => Some("NOP"),
-        _ => None,
-    };
-    if let Some(a) = alias {
-        return ember_stencils::lookup(a);
+    if matches!(base, "EXTENDED_ARG" | "NOT_TAKEN") {
+        return ember_stencils::lookup("NOP").map(|s| s.name);
     }
-    ember_stencils::lookup(name_of(opcode)).or_else(|| ember_stencils::lookup(base))
+    ember_stencils::lookup(name_of(opcode)).or_else(|| ember_stencils::lookup(base)).map(|s| s.name)
 }
 
-/// Instructions where the interpreter would report a new line to a tracer
-/// (as CPython's instrumentation marks them: a line other than the last one
-/// seen, and jump targets), except the first: a LINE_CHECK goes before each.
-/// Tracing switched on by code this frame calls instruments the frame's own
-/// code object at once, and the interpreter reports the next line start; so
-/// must compiled code, by handing the frame over there.
-fn line_starts(instrs: &[Instr], info: &CodeInfo<'_>) -> Vec<bool> {
-    let mut starts = vec![false; instrs.len()];
-    let mut current = None;
-    for (k, i) in instrs.iter().enumerate() {
-        let line = info.lines.get(i.index).copied().flatten();
-        if line.is_some() && line != current {
-            starts[k] = k > 0;
-            current = line;
+const NO_LINE: i32 = i32::MIN;
+
+fn read_varint(table: &[u8], i: &mut usize) -> u32 {
+    let mut value = 0u32;
+    let mut shift = 0u32;
+    while let Some(&b) = table.get(*i) {
+        *i += 1;
+        if shift < 32 {
+            value |= ((b & 63) as u32) << shift;
+        }
+        shift += 6;
+        if b & 64 == 0 {
+            break;
         }
     }
-    let mut instr_at = vec![usize::MAX; info.bytecode.len()];
-    for (k, i) in instrs.iter().enumerate() {
-        instr_at[i.index] = k;
-    }
-    for i in instrs {
-        if let JumpTo::Instr(t) = operands::jump(i, name_of(i.base)) {
-            if let Some(&k) = instr_at.get(t).filter(|&&k| k != usize::MAX) {
-                starts[k] |= k > 0 && info.lines.get(t).copied().flatten().is_some();
-            }
-        }
-    }
-    starts
+    value
 }
 
-/// A stencil placed in the output, with what its holes resolve to.
-struct Placed {
-    stencil: &'static Stencil,
-    /// Bytes of code copied (the trailing jump may be dropped).
-    code_len: usize,
-    code_off: usize,
-    data_off: usize,
-    instr: Option<usize>,
-    operand0: Option<u64>,
-    operand1: Option<u64>,
-    jump: Option<Target>,
-    /// A LINE_CHECK: it continues into the next placed stencil, its
-    /// instruction's.
-    line_check: bool,
-}
-
-#[derive(Clone, Copy)]
-enum Target {
-    Instr(usize),
-    ReraiseExit,
+fn read_svarint(table: &[u8], i: &mut usize) -> i32 {
+    let u = read_varint(table, i);
+    if u & 1 != 0 {
+        -((u >> 1) as i32)
+    } else {
+        (u >> 1) as i32
+    }
 }
 
 /// A compiled code object.
 pub struct Compiled {
-    mem: Executable,
-    entry_table_off: usize,
+    block: Block,
+    /// Offset of the entry table in the block.
+    table_off: usize,
     n_units: usize,
-    /// Bytes of machine code (stencils and exits, without data or tables).
+    /// Bytes of machine code (stencils and exits, without trampolines or data).
     pub code_bytes: usize,
     pub n_instructions: usize,
     /// Where the shared exits (ERROR_EXIT, RERAISE_EXIT, DEOPT_EXIT) start.
     pub exits_offset: usize,
-    /// (bytecode index, code offset, stencil name) per instruction, for `ember.dis`.
-    pub map: Vec<(usize, usize, &'static str)>,
+    /// (bytecode index, code offset, stencil name) per instruction, for
+    /// `ember.dis` (made when first iterated).
+    pub map: InstrMap,
     /// `opcode_signature` of the bytecode compiled.
     pub opcode_signature: u64,
 }
 
+/// The (bytecode index, code offset, stencil name) of every instruction of
+/// a [`Compiled`], in bytecode order: `for &(index, offset, name) in &c.map`.
+pub struct InstrMap {
+    cell: std::sync::OnceLock<Vec<(usize, usize, &'static str)>>,
+    /// (bytecode index, code offset, stencil) per instruction, read from the
+    /// block when first needed.
+    source: MapSource,
+}
+
+struct MapSource {
+    base: u64,
+    entries: *const u64,
+    n_units: usize,
+    ids: *const u16,
+    n_instructions: usize,
+}
+
+// SAFETY: the pointers are into the block of the `Compiled` that owns the
+// map, immutable while it lives.
+unsafe impl Send for InstrMap {}
+unsafe impl Sync for InstrMap {}
+
+impl InstrMap {
+    fn get(&self) -> &Vec<(usize, usize, &'static str)> {
+        self.cell.get_or_init(|| {
+            let m = &self.source;
+            // SAFETY: see above.
+            let (entries, ids) = unsafe {
+                (
+                    core::slice::from_raw_parts(m.entries, m.n_units),
+                    core::slice::from_raw_parts(m.ids, m.n_instructions),
+                )
+            };
+            let stencils = ember_stencils::STENCILS;
+            entries
+                .iter()
+                .enumerate()
+                .filter(|(_, &a)| a != 0)
+                .zip(ids)
+                .map(|((index, &a), &id)| (index, (a - m.base) as usize, stencils[id as usize].name))
+                .collect()
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.source.n_instructions
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.source.n_instructions == 0
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, (usize, usize, &'static str)> {
+        self.get().iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a InstrMap {
+    type Item = &'a (usize, usize, &'static str);
+    type IntoIter = std::slice::Iter<'a, (usize, usize, &'static str)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 impl Compiled {
+    fn entries(&self) -> &[u64] {
+        // SAFETY: the block holds the table, 8-aligned, written before the
+        // block became executable.
+        unsafe {
+            core::slice::from_raw_parts((self.block.addr() as usize + self.table_off) as *const u64, self.n_units)
+        }
+    }
     /// The entry for a frame whose `instr_ptr` is at code unit `index`.
     pub fn entry(&self, index: usize) -> Option<u64> {
-        if index >= self.n_units {
-            return None;
-        }
-        let off = self.entry_table_off + index * 8;
-        let bytes: [u8; 8] = self.mem.bytes()[off..off + 8].try_into().unwrap();
-        match u64::from_ne_bytes(bytes) {
-            0 => None,
-            a => Some(a),
+        match self.entries().get(index) {
+            Some(&a) if a != 0 => Some(a),
+            _ => None,
         }
     }
     /// The entry table: `n_units` addresses, 0 where there is no entry.
     pub fn entry_table(&self) -> (*const u64, usize) {
-        (unsafe { self.mem.bytes().as_ptr().add(self.entry_table_off) } as *const u64, self.n_units)
+        (self.entries().as_ptr(), self.n_units)
     }
     pub fn addr(&self) -> u64 {
-        self.mem.addr()
+        self.block.addr()
     }
+    /// Executable memory the compiled code holds: code, entry table and the rest.
     pub fn total_bytes(&self) -> usize {
-        self.mem.len()
+        self.block.len()
     }
     pub fn machine_code(&self) -> &[u8] {
-        &self.mem.bytes()[..self.code_bytes]
+        &self.block.bytes()[..self.code_bytes]
     }
 }
 
-/// GOT slots are keyed by address: a multiply mixes enough, SipHash is
-/// needless here.
-#[derive(Default)]
-struct AddrHasher(u64);
+/// Where a JUMP hole of a placed stencil goes.
+#[derive(Clone, Copy)]
+enum Target {
+    None,
+    /// A code unit (an instruction start).
+    Unit(u32),
+    ReraiseExit,
+}
 
-impl std::hash::Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        // The product's high bits are well mixed; fold them into the low
-        // bits, which pick the bucket.
-        self.0 ^ (self.0 >> 32)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+/// A stencil placed in the output.
+#[derive(Clone, Copy)]
+struct Item {
+    prog: u16,
+    /// Index into the decoded instructions (`NO_INSTR` for the exits).
+    instr: u32,
+    code_off: u32,
+    /// Bytes of code copied (the trailing jump may be dropped).
+    code_len: u32,
+    /// Holes patched: those that lie in the bytes copied.
+    n_holes: u16,
+    /// A LINE_CHECK: it continues into the next placed stencil, its
+    /// instruction's.
+    line_check: bool,
+    operand0: Option<u64>,
+    operand1: Option<u64>,
+    jump: Target,
+}
+
+const NO_INSTR: u32 = u32::MAX;
+const NO_OFFSET: u32 = u32::MAX;
+
+/// Buffers reused from one compilation to the next.
+#[derive(Default)]
+struct Scratch {
+    instrs: Vec<Instr>,
+    /// Per code unit: 1 where a jump goes.
+    targets: Vec<u8>,
+    /// Per code unit: offset of the code entered there, or `NO_OFFSET`.
+    unit_off: Vec<u32>,
+    staging: Vec<u8>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// The tier-1 compiler of one process: stencil programs with their symbols
+/// resolved, the executable arena.
+pub struct Compiler {
+    resolver: &'static (dyn Resolver + Sync),
+    programs: Programs,
+    arena: Arc<Arena>,
+    ops: [OpInfo; 256],
+    known: Known,
+    /// The exits, LINE_CHECK: programs, or why there is none.
+    exits: Result<[u16; 3], String>,
+    line_check: Result<u16, String>,
+    /// Generic opcode of RERAISE (its OPERAND1 defaults to the entry table).
+    reraise: Option<u8>,
+}
+
+/// Rarely used parts of a block, after the code.
+struct Extra {
+    tramp_off: usize,
+    got_off: usize,
+    end: usize,
+}
+
+/// What patching a stencil needs to know of the compilation.
+struct PatchCx<'a, 'b> {
+    info: &'a CodeInfo<'b>,
+    instrs: &'a [Instr],
+    unit_off: &'a [u32],
+    n_units: usize,
+    base: u64,
+    region: u64,
+    exit_offs: [u64; 3],
+    extra: &'a Extra,
+}
+
+impl Compiler {
+    /// Resolves every stencil symbol (once) and prepares the programs.
+    pub fn new(resolver: &'static (dyn Resolver + Sync)) -> Compiler {
+        let programs = Programs::new(resolver);
+        let arena = Arena::new(programs.header().to_vec());
+        let prog = |name: &str| programs.by_name(name).ok_or_else(|| format!("no {name} stencil"));
+        let exits = (|| Ok([prog("ERROR_EXIT")?, prog("RERAISE_EXIT")?, prog("DEOPT_EXIT")?]))();
+        let line_check = prog("LINE_CHECK");
+        let mut ops = op_infos();
+        for (op, info) in ops.iter_mut().enumerate() {
+            if let Some(name) = select_by_name(op as u8) {
+                info.prog = programs.by_name(name).unwrap_or(NO_PROG);
+            }
+        }
+        Compiler {
+            resolver,
+            programs,
+            arena,
+            ops,
+            known: Known { store_fast: opcodes::by_name("STORE_FAST"), pop_top: opcodes::by_name("POP_TOP") },
+            exits,
+            line_check,
+            reraise: opcodes::by_name("RERAISE"),
         }
     }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (v ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+
+    /// The arena's memory backing, once it has made a region.
+    pub fn memory_backing(&self) -> Option<crate::jitmem::Backing> {
+        self.arena.backing()
     }
+
+    pub fn compile(&self, info: &CodeInfo<'_>) -> Result<Compiled, Refusal> {
+        SCRATCH.with(|s| match s.try_borrow_mut() {
+            Ok(mut s) => self.compile_with(info, &mut s),
+            // Re-entered (cannot happen under the GIL): fresh buffers.
+            Err(_) => self.compile_with(info, &mut Scratch::default()),
+        })
+    }
+
+    fn compile_with(&self, info: &CodeInfo<'_>, s: &mut Scratch) -> Result<Compiled, Refusal> {
+        let n_units = info.bytecode.len();
+        // The code object's bytecode and line table are rarely in cache:
+        // their cache misses overlap rather than follow one another.
+        prefetch(info.bytecode.as_ptr() as *const u8, 2 * n_units);
+        prefetch(info.linetable.as_ptr(), info.linetable.len());
+        let signature = decode_into(
+            info.bytecode,
+            info.linetable,
+            info.first_line,
+            &self.ops,
+            &mut s.instrs,
+            &mut s.targets,
+        )?;
+        let [error_exit, reraise_exit, deopt_exit] = self.exits.clone().map_err(Refusal::Malformed)?;
+        let line_check = self.line_check.clone().map_err(Refusal::Malformed)?;
+        let progs = self.programs.all();
+        let n = s.instrs.len();
+
+        // Layout: where each instruction's code goes. Line starts are the
+        // instructions where the interpreter would report a new line to a
+        // tracer (as CPython's instrumentation marks them: a line other
+        // than the last one seen, and jump targets), except the first: a
+        // LINE_CHECK goes before each. Tracing switched on by code this
+        // frame calls instruments the frame's own code object at once, and
+        // the interpreter reports the next line start; so must compiled
+        // code, by handing the frame over there.
+        s.unit_off.clear();
+        s.unit_off.resize(n_units, NO_OFFSET);
+        let lc = &progs[line_check as usize];
+        let (lc_len, lc_holes) = lc.short();
+        let mut current = NO_LINE;
+        let mut off: usize = 0;
+        let mut extra = false;
+        for (k, instr) in s.instrs.iter_mut().enumerate() {
+            let line = instr.line;
+            let mut start = line != NO_LINE && line != current;
+            if start {
+                current = line;
+            }
+            start |= line != NO_LINE && s.targets[instr.index as usize] != 0;
+            start &= k > 0;
+            instr.line_start = start;
+            s.unit_off[instr.index as usize] = off as u32;
+            if start {
+                if let Some(e) = &lc.error {
+                    return Err(Refusal::Malformed(e.clone()));
+                }
+                off += lc_len as usize;
+                extra |= lc.extra;
+            }
+            let p = self.ops[instr.opcode as usize].prog;
+            if p == NO_PROG {
+                return Err(Refusal::Unsupported(name_of(instr.base)));
+            }
+            let prog = &progs[p as usize];
+            if let Some(e) = &prog.error {
+                return Err(Refusal::Malformed(e.clone()));
+            }
+            extra |= prog.extra;
+            off += (if k + 1 < n { prog.short() } else { prog.full() }).0 as usize;
+        }
+        let instrs = &s.instrs[..];
+        let mut exit_offs = [0u64; 3];
+        for (i, p) in [error_exit, reraise_exit, deopt_exit].into_iter().enumerate() {
+            let prog = &progs[p as usize];
+            if let Some(e) = &prog.error {
+                return Err(Refusal::Malformed(e.clone()));
+            }
+            extra |= prog.extra;
+            exit_offs[i] = off as u64;
+            off += prog.full().0 as usize;
+        }
+        let code_bytes = off;
+        let mut layout = Extra { tramp_off: code_bytes, got_off: code_bytes, end: code_bytes };
+        if extra {
+            layout = self.extra_layout(instrs, lc, code_bytes);
+        }
+        let table_off = align(layout.end, 8);
+        let ids_off = table_off + 8 * n_units;
+        let total = ids_off + 2 * n;
+        if total >= NO_OFFSET as usize {
+            return Err(Refusal::Memory(format!("{total} bytes of code")));
+        }
+
+        let mut block = self.arena.alloc(total).map_err(|e| Refusal::Memory(e.to_string()))?;
+        let base = block.addr();
+        let region = block.region_base();
+        let entries_addr = base + table_off as u64;
+
+        // Copy and patch.
+        let buf = &mut s.staging;
+        buf.clear();
+        buf.reserve(total);
+        let cx = PatchCx {
+            info,
+            instrs,
+            unit_off: &s.unit_off,
+            n_units,
+            base,
+            region,
+            exit_offs,
+            extra: &layout,
+        };
+        let mut values = [0u64; 16];
+        values[slot::ERROR as usize] = base + exit_offs[0];
+        values[slot::DEOPT as usize] = base + exit_offs[2];
+        values[slot::REGION as usize] = region;
+        for (k, instr) in instrs.iter().enumerate() {
+            if instr.line_start {
+                let item = Item {
+                    prog: line_check,
+                    instr: k as u32,
+                    code_off: buf.len() as u32,
+                    code_len: lc_len,
+                    n_holes: lc_holes,
+                    line_check: true,
+                    operand0: Some(info.instrumentation_version),
+                    operand1: None,
+                    jump: Target::None,
+                };
+                self.emit(&cx, &item, lc, &mut values, buf)?;
+            }
+            let op = &self.ops[instr.opcode as usize];
+            let prog = &progs[op.prog as usize];
+            let (operand0, mut operand1) = if op.class == Class::Plain {
+                (None, None)
+            } else {
+                operands::operands(instr, op.class, &self.known, info, self.resolver)?
+            };
+            if operand1.is_none() && Some(instr.base) == self.reraise {
+                operand1 = Some(entries_addr);
+            }
+            let jump = match op.jump {
+                JumpRule::None => Target::None,
+                rule => match operands::jump(instr, rule) {
+                    JumpTo::Instr(t) if t < n_units => Target::Unit(t as u32),
+                    JumpTo::Instr(t) => {
+                        return Err(Refusal::Malformed(format!("{} jumps to {t}", name_of(instr.base))))
+                    }
+                    JumpTo::ReraiseExit => Target::ReraiseExit,
+                    JumpTo::None => Target::None,
+                },
+            };
+            let (code_len, n_holes) = if k + 1 < n { prog.short() } else { prog.full() };
+            let item = Item {
+                prog: op.prog,
+                instr: k as u32,
+                code_off: buf.len() as u32,
+                code_len,
+                n_holes,
+                line_check: false,
+                operand0,
+                operand1,
+                jump,
+            };
+            self.emit(&cx, &item, prog, &mut values, buf)?;
+        }
+        for p in [error_exit, reraise_exit, deopt_exit] {
+            let prog = &progs[p as usize];
+            let (code_len, n_holes) = prog.full();
+            let item = Item {
+                prog: p,
+                instr: NO_INSTR,
+                code_off: buf.len() as u32,
+                code_len,
+                n_holes,
+                line_check: false,
+                operand0: Some(entries_addr),
+                operand1: None,
+                jump: Target::None,
+            };
+            self.emit(&cx, &item, prog, &mut values, buf)?;
+        }
+        debug_assert_eq!(buf.len(), code_bytes);
+        if extra {
+            self.write_extra(&cx, buf)?;
+        }
+        // The entry table and the stencil numbers.
+        buf.resize(total, 0);
+        for (chunk, &o) in buf[table_off..ids_off].chunks_exact_mut(8).zip(&s.unit_off) {
+            if o != NO_OFFSET {
+                chunk.copy_from_slice(&(base + o as u64).to_ne_bytes());
+            }
+        }
+        for (chunk, i) in buf[ids_off..].chunks_exact_mut(2).zip(instrs) {
+            chunk.copy_from_slice(&self.ops[i.opcode as usize].prog.to_ne_bytes());
+        }
+        debug_assert_eq!(buf.len(), total);
+        block.write(buf).map_err(|e| Refusal::Memory(e.to_string()))?;
+        Ok(Compiled {
+            map: InstrMap {
+                cell: std::sync::OnceLock::new(),
+                source: MapSource {
+                    base,
+                    entries: entries_addr as *const u64,
+                    n_units,
+                    ids: (base + ids_off as u64) as *const u16,
+                    n_instructions: n,
+                },
+            },
+            block,
+            table_off,
+            n_units,
+            code_bytes,
+            n_instructions: n,
+            exits_offset: exit_offs[0] as usize,
+            opcode_signature: signature,
+        })
+    }
+
+    /// Copies one placed stencil to the end of `buf` and patches it.
+    #[inline(always)]
+    fn emit(
+        &self,
+        cx: &PatchCx<'_, '_>,
+        item: &Item,
+        prog: &Prog,
+        values: &mut [u64; 16],
+        buf: &mut Vec<u8>,
+    ) -> Result<(), Refusal> {
+        const ALWAYS: u16 = 1 << slot::ERROR
+            | 1 << slot::DEOPT
+            | 1 << slot::CODE
+            | 1 << slot::DATA
+            | 1 << slot::ZERO
+            | 1 << slot::REGION;
+        const INSTR: u16 = 1 << slot::OPARG | 1 << slot::THIS_INSTR | 1 << slot::NEXT_INSTR;
+        let code_off = item.code_off as usize;
+        let code_end = code_off + item.code_len as usize;
+        let base = cx.base;
+        buf.extend_from_slice(&prog.template[..item.code_len as usize]);
+        let holes = &prog.holes[..item.n_holes as usize];
+        if holes.is_empty() && !prog.extra {
+            return Ok(());
+        }
+        let needs = prog.needs(item.n_holes);
+        let mut avail = ALWAYS;
+        values[slot::CODE as usize] = base + code_off as u64;
+        values[slot::DATA as usize] = cx.region + prog.shared_data as u64;
+        if item.instr != NO_INSTR {
+            let i = &cx.instrs[item.instr as usize];
+            let bytecode = cx.info.bytecode_addr;
+            values[slot::OPARG as usize] = i.oparg as u64;
+            values[slot::THIS_INSTR as usize] = bytecode + 2 * i.index as u64;
+            values[slot::NEXT_INSTR as usize] = bytecode + 2 * i.next as u64;
+            avail |= INSTR;
+            if needs & (1 << slot::DISPATCH_INSTR) != 0 {
+                values[slot::DISPATCH_INSTR as usize] = bytecode + 2 * i.dispatch as u64;
+                avail |= 1 << slot::DISPATCH_INSTR;
+            }
+            // Stencils are laid out back to back: what follows is the next
+            // instruction's code (for a LINE_CHECK: its own instruction's).
+            if item.line_check || (i.next as usize) < cx.n_units {
+                values[slot::CONTINUE as usize] = base + code_end as u64;
+                avail |= 1 << slot::CONTINUE;
+            }
+        }
+        if let Some(v) = item.operand0 {
+            values[slot::OPERAND0 as usize] = v;
+            avail |= 1 << slot::OPERAND0;
+        }
+        if let Some(v) = item.operand1 {
+            values[slot::OPERAND1 as usize] = v;
+            avail |= 1 << slot::OPERAND1;
+        }
+        if needs & (1 << slot::JUMP) != 0 {
+            let to = match item.jump {
+                Target::Unit(t) => match cx.unit_off[t as usize] {
+                    NO_OFFSET => None,
+                    o => Some(base + o as u64),
+                },
+                Target::ReraiseExit => Some(base + cx.exit_offs[1]),
+                Target::None => None,
+            };
+            if let Some(v) = to {
+                values[slot::JUMP as usize] = v;
+                avail |= 1 << slot::JUMP;
+            }
+        }
+        if prog.extra || needs & !avail != 0 {
+            // The general path: trampolines, GOT slots of this code, data of
+            // its own; and the reason for a value that is missing.
+            return self.emit_general(cx, item, prog, buf);
+        }
+        let code = base + code_off as u64;
+        // SAFETY: the holes lie within the bytes just copied (checked when
+        // the program was built), which `buf` now holds from `code_off`.
+        let at = unsafe { buf.as_mut_ptr().add(code_off) };
+        let (abs64, other) = prog.fast(item.n_holes);
+        for h in abs64 {
+            let value = values[(h.slot & 15) as usize].wrapping_add(h.bias);
+            // SAFETY: as above.
+            unsafe { core::ptr::write_unaligned(at.add(h.offset as usize) as *mut u64, value.to_le()) };
+        }
+        for h in other {
+            let target = values[(h.slot & 15) as usize].wrapping_add(h.bias);
+            let field_addr = code + h.offset as u64;
+            if !unsafe { patch::apply_op(at.add(h.offset as usize), h.op, field_addr, target) } {
+                return Err(patch_error(prog, code_off, h, field_addr, target, buf));
+            }
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn emit_general(&self, cx: &PatchCx<'_, '_>, item: &Item, prog: &Prog, buf: &mut Vec<u8>) -> Result<(), Refusal> {
+        SCRATCH_EXTRA.with(|x| {
+            let mut x = x.borrow_mut();
+            let x = &mut *x;
+            // Its own copy of its data, placed as `extra_layout` counted.
+            let data_off = prog.instance_data.then(|| {
+                let off = align(x.data_end, (prog.stencil.data_align as usize).max(1));
+                x.own_data.push((*item, off));
+                x.data_end = off + prog.stencil.data.len();
+                off
+            });
+            patch_general(cx, item, prog, data_off, buf, &mut x.got, &mut x.tramps)
+        })
+    }
+
+    /// Where the rare parts go, after the code: trampolines, GOT slots for
+    /// values other than symbols, and data of stencils whose data has holes.
+    fn extra_layout(&self, instrs: &[Instr], lc: &Prog, code_bytes: usize) -> Extra {
+        let progs = self.programs.all();
+        let (mut n_tramp, mut n_got, mut data) = (0, 0, Vec::new());
+        let n = instrs.len();
+        let count = |prog: &Prog, n_holes: u16, n_tramp: &mut usize, n_got: &mut usize, data: &mut Vec<&'static ember_stencils::Stencil>| {
+            if !prog.extra {
+                return;
+            }
+            for h in &prog.holes[..n_holes as usize] {
+                *n_tramp += h.trampoline as usize;
+                *n_got += (h.got && !matches!(h.src, Src::Symbol(..))) as usize;
+            }
+            if prog.instance_data {
+                data.push(prog.stencil);
+            }
+        };
+        for (k, instr) in instrs.iter().enumerate() {
+            if instr.line_start {
+                count(lc, lc.short().1, &mut n_tramp, &mut n_got, &mut data);
+            }
+            let prog = &progs[self.ops[instr.opcode as usize].prog as usize];
+            let n_holes = if k + 1 < n { prog.short().1 } else { prog.full().1 };
+            count(prog, n_holes, &mut n_tramp, &mut n_got, &mut data);
+        }
+        if let Ok(exits) = &self.exits {
+            for &p in exits {
+                let prog = &progs[p as usize];
+                count(prog, prog.full().1, &mut n_tramp, &mut n_got, &mut data);
+            }
+        }
+        let tramp_off = align(code_bytes, 16);
+        let got_off = align(tramp_off + patch::TRAMPOLINE_SIZE * n_tramp, 8);
+        let mut end = got_off + 8 * n_got;
+        for st in data {
+            end = align(end, (st.data_align as usize).max(1)) + st.data.len();
+        }
+        SCRATCH_EXTRA.with(|x| {
+            let mut x = x.borrow_mut();
+            x.got.clear();
+            x.tramps.clear();
+            x.own_data.clear();
+            x.data_end = got_off + 8 * n_got;
+        });
+        Extra { tramp_off, got_off, end }
+    }
+
+    /// Fills in what [`Self::extra_layout`] placed: trampolines, GOT slots,
+    /// and the data blobs that have holes.
+    fn write_extra(&self, cx: &PatchCx<'_, '_>, buf: &mut Vec<u8>) -> Result<(), Refusal> {
+        SCRATCH_EXTRA.with(|x| {
+            let x = x.borrow();
+            buf.resize(cx.extra.end, 0);
+            for (i, &target) in x.tramps.iter().enumerate() {
+                write_at(buf, cx.extra.tramp_off + patch::TRAMPOLINE_SIZE * i, &patch::trampoline(target));
+            }
+            for &(value, off) in &x.got {
+                write_at(buf, off, &patch::got_slot(value));
+            }
+            for (item, data_off) in &x.own_data {
+                let prog = &self.programs.all()[item.prog as usize];
+                self.write_own_data(cx, item, prog, *data_off, buf)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn write_own_data(&self, cx: &PatchCx<'_, '_>, item: &Item, prog: &Prog, data_off: usize, buf: &mut Vec<u8>) -> Result<(), Refusal> {
+        let base = cx.base;
+        let st = prog.stencil;
+        write_at(buf, data_off, st.data);
+        let instr = (item.instr != NO_INSTR).then(|| &cx.instrs[item.instr as usize]);
+        let bytecode_addr = cx.info.bytecode_addr;
+        let missing = |what: &str| Refusal::Malformed(format!("{} data needs {what}", prog.name));
+        for h in st.data_holes {
+            let value = match h.value {
+                HoleValue::Oparg => instr.ok_or_else(|| missing("an oparg"))?.oparg as u64,
+                HoleValue::Operand0 => item.operand0.ok_or_else(|| missing("operand 0"))?,
+                HoleValue::Operand1 => item.operand1.ok_or_else(|| missing("operand 1"))?,
+                HoleValue::ThisInstr => bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.index as u64,
+                HoleValue::DispatchInstr => {
+                    bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.dispatch as u64
+                }
+                HoleValue::NextInstr => bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.next as u64,
+                HoleValue::Continue => base + (item.code_off + item.code_len) as u64,
+                HoleValue::Jump => match item.jump {
+                    Target::Unit(t) => match cx.unit_off.get(t as usize) {
+                        Some(&o) if o != NO_OFFSET => base + o as u64,
+                        _ => return Err(missing("an instruction")),
+                    },
+                    Target::ReraiseExit => base + cx.exit_offs[1],
+                    Target::None => return Err(missing("a jump target")),
+                },
+                HoleValue::Error => base + cx.exit_offs[0],
+                HoleValue::Deopt => base + cx.exit_offs[2],
+                HoleValue::Code => base + item.code_off as u64,
+                HoleValue::Data => base + data_off as u64,
+                HoleValue::Symbol(i) => self.programs.symbol(i).ok_or_else(|| missing("a symbol it could not resolve"))?,
+            };
+            let field_off = data_off + h.offset as usize;
+            patch::apply(buf, field_off, h.kind, base + field_off as u64, value.wrapping_add(h.addend as u64))
+                .map_err(|e| Refusal::Malformed(format!("{} data: {e:?}", prog.name)))?;
+        }
+        Ok(())
+    }
+}
+
+/// State of the rare parts of a compilation (see [`Compiler::extra_layout`]).
+#[derive(Default)]
+struct ExtraScratch {
+    got: Vec<(u64, usize)>,
+    tramps: Vec<u64>,
+    own_data: Vec<(Item, usize)>,
+    data_end: usize,
+}
+
+thread_local! {
+    static SCRATCH_EXTRA: RefCell<ExtraScratch> = RefCell::new(ExtraScratch::default());
+}
+
+/// Patches the holes of one placed stencil, each as its `HoleValue` says:
+/// the general path, for what the fast one leaves (trampolines, GOT slots
+/// for values other than symbols, data of its own) and for the reason a
+/// value is missing.
+fn patch_general(
+    cx: &PatchCx<'_, '_>,
+    item: &Item,
+    prog: &Prog,
+    data_off: Option<usize>,
+    buf: &mut [u8],
+    got: &mut Vec<(u64, usize)>,
+    tramps: &mut Vec<u64>,
+) -> Result<(), Refusal> {
+    let (info, instrs, base, region) = (cx.info, cx.instrs, cx.base, cx.region);
+    let code_off = item.code_off as usize;
+    let instr = (item.instr != NO_INSTR).then(|| &instrs[item.instr as usize]);
+    let missing = |what: &str| Refusal::Malformed(format!("{} needs {what}", prog.name));
+    for h in &prog.holes[..item.n_holes as usize] {
+        let value: u64 = match h.src {
+            Src::Symbol(_, addr) => addr,
+            Src::Oparg => instr.ok_or_else(|| missing("an oparg"))?.oparg as u64,
+            Src::Operand0 => item.operand0.ok_or_else(|| missing("operand 0"))?,
+            Src::Operand1 => item.operand1.ok_or_else(|| missing("operand 1"))?,
+            Src::ThisInstr => info.bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.index as u64,
+            Src::DispatchInstr => {
+                info.bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.dispatch as u64
+            }
+            Src::NextInstr => info.bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.next as u64,
+            Src::Continue => {
+                if !item.line_check {
+                    let i = instr.ok_or_else(|| missing("a next instruction"))?;
+                    if i.next as usize >= cx.n_units {
+                        return Err(missing("an instruction after the last"));
+                    }
+                }
+                base + (code_off + item.code_len as usize) as u64
+            }
+            Src::Jump => match item.jump {
+                Target::Unit(t) => match cx.unit_off[t as usize] {
+                    NO_OFFSET => {
+                        return Err(Refusal::Malformed(format!("jump into the middle of an instruction ({t})")))
+                    }
+                    o => base + o as u64,
+                },
+                Target::ReraiseExit => base + cx.exit_offs[1],
+                Target::None => return Err(missing("a jump target")),
+            },
+            Src::Error => base + cx.exit_offs[0],
+            Src::Deopt => base + cx.exit_offs[2],
+            Src::Code => base + code_off as u64,
+            Src::Data => match data_off {
+                Some(o) => base + o as u64,
+                None => region + prog.shared_data as u64,
+            },
+        };
+        let field_off = code_off + h.offset as usize;
+        let field_addr = base + field_off as u64;
+        let target = if h.got {
+            let slot = match h.src {
+                Src::Symbol(i, _) => region + 8 * i as u64,
+                _ => base + got_slot(got, cx.extra.got_off, value) as u64,
+            };
+            slot.wrapping_add(h.addend as u64)
+        } else {
+            value.wrapping_add(h.addend as u64)
+        };
+        match patch::apply_checked_field(buf, field_off, h.kind, field_addr, target) {
+            Ok(()) => {}
+            Err(patch::PatchError::OutOfRange { .. }) if h.trampoline => {
+                let t = cx.extra.tramp_off + patch::TRAMPOLINE_SIZE * tramps.len();
+                tramps.push(value);
+                let t_addr = base + t as u64;
+                patch::apply_checked_field(buf, field_off, h.kind, field_addr, t_addr.wrapping_add(h.addend as u64))
+                    .map_err(|e| Refusal::Malformed(format!("{}: {e:?}", prog.name)))?;
+            }
+            Err(e) => return Err(Refusal::Malformed(format!("{}: {e:?}", prog.name))),
+        }
+    }
+    Ok(())
+}
+
+/// The reason a fast-path patch failed, as `patch::apply` gives it.
+#[cold]
+fn patch_error(prog: &Prog, code_off: usize, h: &FastHole, field_addr: u64, target: u64, buf: &mut [u8]) -> Refusal {
+    let kind = prog.holes.iter().find(|x| x.offset == h.offset).map(|x| x.kind);
+    match kind.map(|kind| patch::apply_checked_field(buf, code_off + h.offset as usize, kind, field_addr, target)) {
+        Some(Err(e)) => Refusal::Malformed(format!("{}: {e:?}", prog.name)),
+        _ => Refusal::Malformed(format!("{}: cannot patch offset {}", prog.name, h.offset)),
+    }
+}
+
+/// The offset of this function's GOT slot for `value` (one per value:
+/// aarch64 reaches a slot with an adrp/ldr pair, two holes that must name
+/// the same slot).
+fn got_slot(got: &mut Vec<(u64, usize)>, got_off: usize, value: u64) -> usize {
+    if let Some(&(_, o)) = got.iter().find(|(v, _)| *v == value) {
+        return o;
+    }
+    let o = got_off + 8 * got.len();
+    got.push((value, o));
+    o
+}
+
+/// Writes `bytes` at `off` in `buf`, growing it with zeros as needed.
+fn write_at(buf: &mut Vec<u8>, off: usize, bytes: &[u8]) {
+    if buf.len() < off + bytes.len() {
+        buf.resize(off + bytes.len(), 0);
+    }
+    buf[off..off + bytes.len()].copy_from_slice(bytes);
+}
+
+#[inline(always)]
+fn prefetch(p: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut o = 0;
+        while o < len {
+            // SAFETY: a prefetch is a hint; it never faults.
+            unsafe { core::arch::x86_64::_mm_prefetch(p.wrapping_add(o) as *const i8, core::arch::x86_64::_MM_HINT_T0) };
+            o += 64;
+        }
+    }
+    let _ = (p, len);
 }
 
 fn align(x: usize, a: usize) -> usize {
     (x + a - 1) & !(a - 1)
-}
-
-pub fn compile(info: &CodeInfo<'_>, resolver: &dyn Resolver) -> Result<Compiled, Refusal> {
-    let instrs = decode(info.bytecode)?;
-    let n_units = info.bytecode.len();
-    let mut placed: Vec<Placed> = Vec::with_capacity(instrs.len() + 3);
-    let mut index_to_slot = vec![usize::MAX; n_units];
-
-    let exit = |name: &'static str| {
-        ember_stencils::lookup(name).ok_or_else(|| Refusal::Malformed(format!("no {name} stencil")))
-    };
-    let (error_exit, reraise_exit, deopt_exit) = (exit("ERROR_EXIT")?, exit("RERAISE_EXIT")?, exit("DEOPT_EXIT")?);
-    let line_check = exit("LINE_CHECK")?;
-    let starts = line_starts(&instrs, info);
-
-    for (k, instr) in instrs.iter().enumerate() {
-        if starts[k] {
-            let code_len = line_check.trailing_continue.map_or(line_check.code.len(), |off| off as usize);
-            index_to_slot[instr.index] = placed.len();
-            placed.push(Placed {
-                stencil: line_check,
-                code_len,
-                code_off: 0,
-                data_off: 0,
-                instr: Some(k),
-                operand0: Some(info.instrumentation_version),
-                operand1: None,
-                jump: None,
-                line_check: true,
-            });
-        }
-        let stencil = select(instr).ok_or(Refusal::Unsupported(name_of(instr.base)))?;
-        let base = name_of(instr.base);
-        let (operand0, operand1) = operands::operands(instr, base, info, resolver)?;
-        let jump = match operands::jump(instr, base) {
-            JumpTo::Instr(t) if t < n_units => Some(Target::Instr(t)),
-            JumpTo::Instr(t) => return Err(Refusal::Malformed(format!("{base} jumps to {t}"))),
-            JumpTo::ReraiseExit => Some(Target::ReraiseExit),
-            JumpTo::None => None,
-        };
-        if !starts[k] {
-            index_to_slot[instr.index] = placed.len();
-        }
-        let is_last = k + 1 == instrs.len();
-        let code_len = match stencil.trailing_continue {
-            Some(off) if !is_last => off as usize,
-            _ => stencil.code.len(),
-        };
-        placed.push(Placed {
-            stencil,
-            code_len,
-            code_off: 0,
-            data_off: 0,
-            instr: Some(k),
-            operand0,
-            operand1,
-            jump,
-            line_check: false,
-        });
-    }
-    for st in [error_exit, reraise_exit, deopt_exit] {
-        placed.push(Placed {
-            stencil: st,
-            code_len: st.code.len(),
-            code_off: 0,
-            data_off: 0,
-            instr: None,
-            operand0: None,
-            operand1: None,
-            jump: None,
-            line_check: false,
-        });
-    }
-    let n_exits = 3;
-    let first_exit = placed.len() - n_exits;
-
-    // Layout.
-    let mut off = 0;
-    for p in placed.iter_mut() {
-        p.code_off = off;
-        off += p.code_len;
-    }
-    let code_bytes = off;
-    off = align(off, 16);
-    for p in placed.iter_mut() {
-        off = align(off, (p.stencil.data_align as usize).max(1));
-        p.data_off = off;
-        off += p.stencil.data.len();
-    }
-    // GOT slots: one per hole that goes through one. Trampolines: one per
-    // branch hole to an external symbol (used only if the symbol is out of
-    // reach of a direct branch).
-    let mut n_got = 0;
-    let mut n_tramp = 0;
-    for p in &placed {
-        for h in p.stencil.code_holes.iter().filter(|h| (h.offset as usize) < p.code_len) {
-            if patch::is_got(h.kind) {
-                n_got += 1;
-            } else if patch::is_branch(h.kind) && matches!(h.value, HoleValue::Symbol(_)) {
-                n_tramp += 1;
-            }
-        }
-    }
-    let got_off = align(off, 8);
-    let tramp_size = patch::TRAMPOLINE_SIZE;
-    let tramp_off = align(got_off + 8 * n_got, 16);
-    let table_off = align(tramp_off + tramp_size * n_tramp, 8);
-    let total = table_off + 8 * n_units;
-
-    let mut mem = Writable::new(total).map_err(|e| Refusal::Memory(e.to_string()))?;
-    let base_addr = mem.addr();
-    let entry_table_addr = base_addr + table_off as u64;
-    let exit_addr = |i: usize| base_addr + placed[first_exit + i].code_off as u64;
-    let slot_addr = |index: usize| -> Result<u64, Refusal> {
-        match index_to_slot.get(index) {
-            Some(&k) if k != usize::MAX => Ok(base_addr + placed[k].code_off as u64),
-            _ => Err(Refusal::Malformed(format!("jump into the middle of an instruction ({index})"))),
-        }
-    };
-
-    let buf = mem.bytes();
-    for p in &placed {
-        buf[p.code_off..p.code_off + p.code_len].copy_from_slice(&p.stencil.code[..p.code_len]);
-        buf[p.data_off..p.data_off + p.stencil.data.len()].copy_from_slice(p.stencil.data);
-    }
-
-    let mut next_got = 0;
-    let mut got_slots: std::collections::HashMap<u64, usize, std::hash::BuildHasherDefault<AddrHasher>> =
-        Default::default();
-    let mut next_tramp = 0;
-    for (k, p) in placed.iter().enumerate() {
-        let instr = p.instr.map(|i| &instrs[i]);
-        let code_addr = base_addr + p.code_off as u64;
-        let data_addr = base_addr + p.data_off as u64;
-        let value_of = |h: &Hole| -> Result<u64, Refusal> {
-            let missing = |what: &str| Refusal::Malformed(format!("{} needs {what}", p.stencil.name));
-            Ok(match h.value {
-                HoleValue::Oparg => instr.ok_or_else(|| missing("an oparg"))?.oparg as u64,
-                HoleValue::Operand0 => match (p.operand0, k >= first_exit) {
-                    (Some(v), _) => v,
-                    (None, true) => entry_table_addr,
-                    (None, false) => return Err(missing("operand 0")),
-                },
-                HoleValue::Operand1 => match (p.operand1, instr.map(|i| name_of(i.base))) {
-                    (Some(v), _) => v,
-                    (None, Some("RERAISE")) => entry_table_addr,
-                    _ => return Err(missing("operand 1")),
-                },
-                HoleValue::ThisInstr => info.bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.index as u64,
-                HoleValue::DispatchInstr => {
-                    let i = p.instr.ok_or_else(|| missing("an instruction"))?;
-                    info.bytecode_addr + 2 * instrs[dispatch_start(&instrs, i)].index as u64
-                }
-                HoleValue::NextInstr => info.bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.next as u64,
-                // A LINE_CHECK goes on with its instruction, placed next.
-                HoleValue::Continue if p.line_check => base_addr + placed[k + 1].code_off as u64,
-                HoleValue::Continue => {
-                    let i = instr.ok_or_else(|| missing("a next instruction"))?;
-                    if i.next >= n_units {
-                        return Err(missing("an instruction after the last"));
-                    }
-                    slot_addr(i.next)?
-                }
-                HoleValue::Jump => match p.jump.ok_or_else(|| missing("a jump target"))? {
-                    Target::Instr(t) => slot_addr(t)?,
-                    Target::ReraiseExit => exit_addr(1),
-                },
-                HoleValue::Error => exit_addr(0),
-                HoleValue::Deopt => exit_addr(2),
-                HoleValue::Code => code_addr,
-                HoleValue::Data => data_addr,
-                HoleValue::Symbol(i) => resolver.stencil_symbol(i).ok_or_else(|| {
-                    Refusal::Malformed(format!("symbol {} not found", ember_stencils::SYMBOLS[i as usize]))
-                })?,
-            })
-        };
-        let holes = p.stencil.code_holes.iter().filter(|h| (h.offset as usize) < p.code_len);
-        for h in holes {
-            let value = value_of(h)?;
-            let field_off = p.code_off + h.offset as usize;
-            let field_addr = base_addr + field_off as u64;
-            if patch::is_got(h.kind) {
-                // One slot per value: aarch64 reaches a slot with an adrp/ldr
-                // pair, two holes that must name the same slot.
-                let index = *got_slots.entry(value).or_insert_with(|| {
-                    next_got += 1;
-                    next_got - 1
-                });
-                let slot = got_off + 8 * index;
-                buf[slot..slot + 8].copy_from_slice(&value.to_ne_bytes());
-                let slot_addr = base_addr + slot as u64;
-                patch::apply(buf, field_off, h.kind, field_addr, slot_addr.wrapping_add(h.addend as u64))
-                    .map_err(|e| Refusal::Malformed(format!("{}: {e:?}", p.stencil.name)))?;
-                continue;
-            }
-            let target = value.wrapping_add(h.addend as u64);
-            match patch::apply(buf, field_off, h.kind, field_addr, target) {
-                Ok(()) => {}
-                Err(_) if patch::is_branch(h.kind) && matches!(h.value, HoleValue::Symbol(_)) => {
-                    let t = tramp_off + tramp_size * next_tramp;
-                    next_tramp += 1;
-                    buf[t..t + tramp_size].copy_from_slice(&patch::trampoline(value));
-                    let t_addr = base_addr + t as u64;
-                    patch::apply(buf, field_off, h.kind, field_addr, t_addr.wrapping_add(h.addend as u64))
-                        .map_err(|e| Refusal::Malformed(format!("{}: {e:?}", p.stencil.name)))?;
-                }
-                Err(e) => return Err(Refusal::Malformed(format!("{}: {e:?}", p.stencil.name))),
-            }
-        }
-        for h in p.stencil.data_holes {
-            let value = value_of(h)?;
-            let field_off = p.data_off + h.offset as usize;
-            let field_addr = base_addr + field_off as u64;
-            patch::apply(buf, field_off, h.kind, field_addr, value.wrapping_add(h.addend as u64))
-                .map_err(|e| Refusal::Malformed(format!("{} data: {e:?}", p.stencil.name)))?;
-        }
-    }
-    for instr in &instrs {
-        let addr = base_addr + placed[index_to_slot[instr.index]].code_off as u64;
-        let o = table_off + 8 * instr.index;
-        buf[o..o + 8].copy_from_slice(&addr.to_ne_bytes());
-    }
-    let map = instrs
-        .iter()
-        .map(|i| {
-            let slot = index_to_slot[i.index];
-            // A line start's code begins with its LINE_CHECK.
-            let own = if placed[slot].line_check { slot + 1 } else { slot };
-            (i.index, placed[slot].code_off, placed[own].stencil.name)
-        })
-        .collect();
-    let mem = mem.finish().map_err(|e| Refusal::Memory(e.to_string()))?;
-    let exits_offset = placed[first_exit].code_off;
-    Ok(Compiled {
-        mem,
-        entry_table_off: table_off,
-        n_units,
-        code_bytes,
-        n_instructions: instrs.len(),
-        exits_offset,
-        map,
-        opcode_signature: opcode_signature(info.bytecode),
-    })
 }

@@ -2,72 +2,167 @@
 //! `_EMBER_OPERAND0/1` holes receive, and where its `_EMBER_JUMP` goes.
 //! Each arm names the stencils (stencils/c/) it serves; a stencil that uses
 //! an operand hole its opcode gets no value for fails to compile, loudly.
+//!
+//! Opcodes are classified by name once ([`Class::of`]); compiling then
+//! matches on the class of each instruction's opcode.
+
+use ember_pyabi::opcodes;
 
 use crate::compile::{CodeInfo, Instr, Refusal, Resolver};
 
-/// Operands 0 and 1 for an instruction whose generic opcode is `base`.
-pub fn operands(
-    instr: &Instr,
-    base: &str,
-    info: &CodeInfo<'_>,
-    resolver: &dyn Resolver,
-) -> Result<(Option<u64>, Option<u64>), Refusal> {
-    let oparg = instr.oparg;
-    let item = |i: u32, table: &[u64]| {
-        table.get(i as usize).copied().ok_or_else(|| Refusal::Malformed(format!("{base} oparg {i} out of range")))
-    };
-    let version = Some(info.instrumentation_version);
-    // Specialised forms with cached values (stencils/c/fast.c).
-    if let Some(ops) = fast_operands(instr, info)? {
-        return Ok(ops);
+/// What tier 1 does with one opcode (specialised or not): which operands
+/// and which jump target its stencil gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// No operands, no jump.
+    Plain,
+    // Eval-breaker and instrumentation checks (core.c, ops.c): the version.
+    /// RESUME, CALL_KW, CALL_FUNCTION_EX.
+    Version,
+    /// CALL: the version; OPERAND1 of CALL_PY_EXACT_ARGS /
+    /// CALL_BOUND_METHOD_EXACT_ARGS (ops.c) is the function version in the
+    /// call cache (after the counter).
+    Call,
+    /// JUMP_BACKWARD (core.c): the version and the back-edge counter.
+    JumpBackward,
+    /// Names for error messages: `co_localsplusnames[oparg]`
+    /// (LOAD_FAST_CHECK, DELETE_FAST, LOAD_FROM_DICT_OR_DEREF).
+    LocalName,
+    LoadConst,
+    LoadSmallInt,
+    /// BINARY_OP: `_PyEval_BinaryOps[oparg]`; OPERAND1 of
+    /// BINARY_OP_INPLACE_ADD_UNICODE (containers.c) is the local of the
+    /// STORE_FAST it folds in.
+    BinaryOp,
+    /// OPERAND1 of BINARY_OP_EXTEND (ops.c): the interpreter's
+    /// specialisation descriptor, a pointer in the inline cache.
+    BinaryOpExtend,
+    /// TO_BOOL_ALWAYS_TRUE (containers.c): the cached type version.
+    ToBool,
+    CompareOp,
+    /// `co_names[oparg >> 1]` (LOAD_GLOBAL, LOAD_ATTR).
+    NameHalf,
+    /// `co_names[oparg]` (STORE_ATTR, and names.c: LOAD_NAME, STORE_NAME,
+    /// DELETE_NAME, STORE_GLOBAL, DELETE_GLOBAL, LOAD_FROM_DICT_OR_GLOBALS,
+    /// IMPORT_NAME, IMPORT_FROM, DELETE_ATTR).
+    Name,
+    /// `co_names[oparg >> 2]` (LOAD_SUPER_ATTR).
+    NameQuarter,
+    /// Specialised forms with cached values (stencils/c/fast.c).
+    Fast(Fast),
+    /// CALL_LIST_APPEND (fast.c): CALL's operands; the POP_TOP it folds in
+    /// must follow, and it jumps past it.
+    CallListAppend,
+    /// BINARY_OP_INPLACE_ADD_UNICODE: BINARY_OP's operands; it jumps past
+    /// the STORE_FAST it folds in.
+    InplaceAddUnicode,
+}
+
+/// The specialised forms of fast.c, by what their inline cache holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fast {
+    /// Type version at entry 1; offset of the value or slot at 3.
+    VersionOffset,
+    /// Type version at 1; the cached descriptor or attribute at 5.
+    VersionDescr,
+    /// Type version at 1, shared keys (or metaclass) version at 3; descriptor at 5.
+    TwoVersionsDescr,
+    /// Type version at 1, the dict's offset at 3; descriptor at 5.
+    VersionDictOffsetDescr,
+    /// STORE_ATTR_WITH_HINT: type version at 1, the entry's index in the
+    /// instance's __dict__ at 3; the name (the entry's key must be it).
+    WithHint,
+    /// LOAD_ATTR_MODULE: keys version of the module's dict at 1, entry index at 3.
+    Module,
+    /// LOAD_GLOBAL_MODULE: keys version of the globals at 1 (16 bits), index at 3.
+    GlobalModule,
+    /// LOAD_GLOBAL_BUILTIN: keys versions of globals at 1 and builtins at 2
+    /// (packed as 16-bit fields), the entry's index at 3.
+    GlobalBuiltin,
+}
+
+/// Where an instruction's jump goes, by its generic opcode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JumpRule {
+    None,
+    /// next + oparg (JUMP_FORWARD, POP_JUMP_IF_*; SEND: the delegate
+    /// returned, to the END_SEND).
+    Forward,
+    /// next - oparg (JUMP_BACKWARD, JUMP_BACKWARD_NO_INTERRUPT).
+    Backward,
+    /// FOR_ITER exhausted: past the END_FOR at the target, to the POP_ITER.
+    ForIter,
+    /// The exit that unwinds without a traceback entry (RAISE_VARARGS, and
+    /// generators' END_ASYNC_FOR, CLEANUP_THROW: a re-raise from a handler).
+    Reraise,
+    /// Past the instruction it folds in (BINARY_OP_INPLACE_ADD_UNICODE:
+    /// the STORE_FAST; CALL_LIST_APPEND: the POP_TOP).
+    SkipOne,
+}
+
+impl Class {
+    /// The class of `opcode` (specialised names first, then the generic one).
+    pub fn of(opcode: u8) -> Class {
+        let name = crate::compile::name_of(opcode);
+        let base = crate::compile::name_of(opcodes::deopt(opcode));
+        match name {
+            "LOAD_ATTR_INSTANCE_VALUE" | "LOAD_ATTR_SLOT" | "STORE_ATTR_INSTANCE_VALUE" | "STORE_ATTR_SLOT" => {
+                return Class::Fast(Fast::VersionOffset)
+            }
+            "LOAD_ATTR_METHOD_NO_DICT" | "LOAD_ATTR_NONDESCRIPTOR_NO_DICT" | "LOAD_ATTR_CLASS" => {
+                return Class::Fast(Fast::VersionDescr)
+            }
+            "LOAD_ATTR_METHOD_WITH_VALUES"
+            | "LOAD_ATTR_NONDESCRIPTOR_WITH_VALUES"
+            | "LOAD_ATTR_CLASS_WITH_METACLASS_CHECK" => return Class::Fast(Fast::TwoVersionsDescr),
+            "LOAD_ATTR_METHOD_LAZY_DICT" => return Class::Fast(Fast::VersionDictOffsetDescr),
+            "STORE_ATTR_WITH_HINT" => return Class::Fast(Fast::WithHint),
+            "LOAD_ATTR_MODULE" => return Class::Fast(Fast::Module),
+            "LOAD_GLOBAL_MODULE" => return Class::Fast(Fast::GlobalModule),
+            "LOAD_GLOBAL_BUILTIN" => return Class::Fast(Fast::GlobalBuiltin),
+            "CALL_LIST_APPEND" => return Class::CallListAppend,
+            "BINARY_OP_EXTEND" => return Class::BinaryOpExtend,
+            "BINARY_OP_INPLACE_ADD_UNICODE" => return Class::InplaceAddUnicode,
+            _ => {}
+        }
+        match base {
+            "RESUME" | "CALL_KW" | "CALL_FUNCTION_EX" => Class::Version,
+            "CALL" => Class::Call,
+            "JUMP_BACKWARD" => Class::JumpBackward,
+            "LOAD_FAST_CHECK" | "DELETE_FAST" | "LOAD_FROM_DICT_OR_DEREF" => Class::LocalName,
+            "LOAD_CONST" => Class::LoadConst,
+            "LOAD_SMALL_INT" => Class::LoadSmallInt,
+            "BINARY_OP" => Class::BinaryOp,
+            "TO_BOOL" => Class::ToBool,
+            "COMPARE_OP" => Class::CompareOp,
+            "LOAD_GLOBAL" | "LOAD_ATTR" => Class::NameHalf,
+            "STORE_ATTR" | "LOAD_NAME" | "STORE_NAME" | "DELETE_NAME" | "STORE_GLOBAL" | "DELETE_GLOBAL"
+            | "LOAD_FROM_DICT_OR_GLOBALS" | "IMPORT_NAME" | "IMPORT_FROM" | "DELETE_ATTR" => Class::Name,
+            "LOAD_SUPER_ATTR" => Class::NameQuarter,
+            _ => Class::Plain,
+        }
     }
-    Ok(match base {
-        // Eval-breaker and instrumentation checks (core.c, ops.c).
-        "RESUME" | "CALL_KW" => (version, None),
-        // OPERAND1 of CALL_PY_EXACT_ARGS / CALL_BOUND_METHOD_EXACT_ARGS
-        // (ops.c): the function version in the call cache (after the counter).
-        "CALL" => (version, cache_u32(instr, info, 1).map(u64::from)),
-        // OPERAND1 of JUMP_BACKWARD (core.c): the back-edge counter.
-        "JUMP_BACKWARD" => (version, Some(info.back_edge_counter)),
-        // Names for error messages.
-        "LOAD_FAST_CHECK" | "DELETE_FAST" => (Some(item(oparg, info.localsplusnames)?), None),
-        "LOAD_CONST" => (Some(item(oparg, info.consts)?), None),
-        "LOAD_SMALL_INT" => {
-            (Some(resolver.small_int(oparg).ok_or_else(|| Refusal::Malformed("small int".into()))?), None)
+}
+
+impl JumpRule {
+    pub fn of(opcode: u8) -> JumpRule {
+        let name = crate::compile::name_of(opcode);
+        if name == "BINARY_OP_INPLACE_ADD_UNICODE" || name == "CALL_LIST_APPEND" {
+            return JumpRule::SkipOne;
         }
-        // OPERAND1 of BINARY_OP_INPLACE_ADD_UNICODE (containers.c): the
-        // local of the STORE_FAST it folds in.
-        // OPERAND1 of BINARY_OP_EXTEND (ops.c): the interpreter's
-        // specialisation descriptor, a pointer in the inline cache.
-        "BINARY_OP" if crate::compile::name_of(instr.opcode) == "BINARY_OP_EXTEND" => (
-            Some(resolver.binary_op(oparg).ok_or_else(|| Refusal::Malformed("binary op".into()))?),
-            Some(cache_u64(instr, info, 1).filter(|&d| d != 0).ok_or_else(|| {
-                Refusal::Malformed("BINARY_OP_EXTEND: bad inline cache".into())
-            })?),
-        ),
-        "BINARY_OP" => (
-            Some(resolver.binary_op(oparg).ok_or_else(|| Refusal::Malformed("binary op".into()))?),
-            inplace_add_store(instr, info).map(u64::from),
-        ),
-        // TO_BOOL_ALWAYS_TRUE (containers.c): the cached type version.
-        "TO_BOOL" => (cache_u32(instr, info, 1).map(u64::from), None),
-        "COMPARE_OP" => (None, compare_mask(oparg >> 5)),
-        "LOAD_GLOBAL" | "LOAD_ATTR" => (Some(item(oparg >> 1, info.names)?), None),
-        "STORE_ATTR" => (Some(item(oparg, info.names)?), None),
-        // names.c: the name, from co_names or (for the class-body cell
-        // lookup) co_localsplusnames; CALL_FUNCTION_EX checks as CALL does.
-        "LOAD_NAME" | "STORE_NAME" | "DELETE_NAME" | "STORE_GLOBAL" | "DELETE_GLOBAL"
-        | "LOAD_FROM_DICT_OR_GLOBALS" | "IMPORT_NAME" | "IMPORT_FROM" | "DELETE_ATTR" => {
-            (Some(item(oparg, info.names)?), None)
+        match crate::compile::name_of(opcodes::deopt(opcode)) {
+            "JUMP_FORWARD" | "POP_JUMP_IF_FALSE" | "POP_JUMP_IF_TRUE" | "POP_JUMP_IF_NONE" | "POP_JUMP_IF_NOT_NONE"
+            | "SEND" => JumpRule::Forward,
+            "JUMP_BACKWARD" | "JUMP_BACKWARD_NO_INTERRUPT" => JumpRule::Backward,
+            "FOR_ITER" => JumpRule::ForIter,
+            "RAISE_VARARGS" | "END_ASYNC_FOR" | "CLEANUP_THROW" => JumpRule::Reraise,
+            _ => JumpRule::None,
         }
-        "LOAD_SUPER_ATTR" => (Some(item(oparg >> 2, info.names)?), None),
-        "LOAD_FROM_DICT_OR_DEREF" => (Some(item(oparg, info.localsplusnames)?), None),
-        "CALL_FUNCTION_EX" => (version, None),
-        _ => (None, None),
-    })
+    }
 }
 
 /// Where an instruction's JUMP hole goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JumpTo {
     Instr(usize),
     /// The code object's exit that unwinds without a traceback entry.
@@ -75,46 +170,90 @@ pub enum JumpTo {
     None,
 }
 
-pub fn jump(instr: &Instr, base: &str) -> JumpTo {
+#[inline]
+pub fn jump(instr: &Instr, rule: JumpRule) -> JumpTo {
     let oparg = instr.oparg as usize;
-    match base {
-        "JUMP_FORWARD" | "POP_JUMP_IF_FALSE" | "POP_JUMP_IF_TRUE" | "POP_JUMP_IF_NONE" | "POP_JUMP_IF_NOT_NONE" => {
-            JumpTo::Instr(instr.next + oparg)
-        }
-        "JUMP_BACKWARD" | "JUMP_BACKWARD_NO_INTERRUPT" => JumpTo::Instr(instr.next.wrapping_sub(oparg)),
-        // Exhausted: past the END_FOR at the target, to the POP_ITER.
-        "FOR_ITER" => JumpTo::Instr(instr.next + oparg + 1),
-        "RAISE_VARARGS" => JumpTo::ReraiseExit,
-        // Generators (stencils/c/gen.c): the delegate returned, to the
-        // END_SEND; a re-raise from a handler, without a traceback entry.
-        "SEND" => JumpTo::Instr(instr.next + oparg),
-        "END_ASYNC_FOR" | "CLEANUP_THROW" => JumpTo::ReraiseExit,
-        // BINARY_OP_INPLACE_ADD_UNICODE: past the STORE_FAST it folds in.
-        "BINARY_OP" if is_inplace_add_unicode(instr) => JumpTo::Instr(instr.next + 1),
-        // CALL_LIST_APPEND (fast.c): past the POP_TOP it folds in.
-        "CALL" if crate::compile::name_of(instr.opcode) == "CALL_LIST_APPEND" => JumpTo::Instr(instr.next + 1),
-        _ => JumpTo::None,
+    let next = instr.next as usize;
+    match rule {
+        JumpRule::None => JumpTo::None,
+        JumpRule::Forward => JumpTo::Instr(next + oparg),
+        JumpRule::Backward => JumpTo::Instr(next.wrapping_sub(oparg)),
+        JumpRule::ForIter => JumpTo::Instr(next + oparg + 1),
+        JumpRule::Reraise => JumpTo::ReraiseExit,
+        JumpRule::SkipOne => JumpTo::Instr(next + 1),
     }
 }
 
-fn is_inplace_add_unicode(instr: &Instr) -> bool {
-    crate::compile::name_of(instr.opcode) == "BINARY_OP_INPLACE_ADD_UNICODE"
+/// Opcode numbers operands need to recognise.
+#[derive(Clone, Copy)]
+pub struct Known {
+    pub store_fast: Option<u8>,
+    pub pop_top: Option<u8>,
+}
+
+/// Operands 0 and 1 for an instruction of class `class`.
+#[inline]
+pub fn operands(
+    instr: &Instr,
+    class: Class,
+    known: &Known,
+    info: &CodeInfo<'_>,
+    resolver: &dyn Resolver,
+) -> Result<(Option<u64>, Option<u64>), Refusal> {
+    let oparg = instr.oparg;
+    let item = |i: u32, table: &[u64]| {
+        table.get(i as usize).copied().ok_or_else(|| {
+            Refusal::Malformed(format!("{} oparg {i} out of range", crate::compile::name_of(instr.base)))
+        })
+    };
+    let version = Some(info.instrumentation_version);
+    let binary_op = || resolver.binary_op(oparg).ok_or_else(|| Refusal::Malformed("binary op".into()));
+    Ok(match class {
+        Class::Plain => return Ok((None, None)),
+        Class::Version => (version, None),
+        Class::Call => (version, cache_u32(instr, info, 1).map(u64::from)),
+        Class::JumpBackward => (version, Some(info.back_edge_counter)),
+        Class::LocalName => (Some(item(oparg, info.localsplusnames)?), None),
+        Class::LoadConst => (Some(item(oparg, info.consts)?), None),
+        Class::LoadSmallInt => {
+            (Some(resolver.small_int(oparg).ok_or_else(|| Refusal::Malformed("small int".into()))?), None)
+        }
+        Class::BinaryOp => (Some(binary_op()?), None),
+        Class::InplaceAddUnicode => (Some(binary_op()?), inplace_add_store(instr, known, info).map(u64::from)),
+        Class::BinaryOpExtend => (
+            Some(binary_op()?),
+            Some(cache_u64(instr, info, 1).filter(|&d| d != 0).ok_or_else(|| {
+                Refusal::Malformed("BINARY_OP_EXTEND: bad inline cache".into())
+            })?),
+        ),
+        Class::ToBool => (cache_u32(instr, info, 1).map(u64::from), None),
+        Class::CompareOp => (None, compare_mask(oparg >> 5)),
+        Class::NameHalf => (Some(item(oparg >> 1, info.names)?), None),
+        Class::Name => (Some(item(oparg, info.names)?), None),
+        Class::NameQuarter => (Some(item(oparg >> 2, info.names)?), None),
+        Class::CallListAppend => {
+            let next = info.bytecode.get(instr.next as usize).map(|w| (w & 0xff) as u8);
+            if next.is_none() || next != known.pop_top {
+                return Err(Refusal::Malformed("CALL_LIST_APPEND without its POP_TOP".into()));
+            }
+            (version, cache_u32(instr, info, 1).map(u64::from))
+        }
+        Class::Fast(kind) => fast_operands(instr, kind, info)?,
+    })
 }
 
 /// The local a `BINARY_OP_INPLACE_ADD_UNICODE` stores to: the oparg of the
 /// `STORE_FAST` right after it (the interpreter specialises only then).
-fn inplace_add_store(instr: &Instr, info: &CodeInfo<'_>) -> Option<u32> {
-    if !is_inplace_add_unicode(instr) {
-        return None;
-    }
-    let word = *info.bytecode.get(instr.next)?;
-    (crate::compile::name_of((word & 0xff) as u8) == "STORE_FAST").then_some(u32::from(word >> 8))
+fn inplace_add_store(instr: &Instr, known: &Known, info: &CodeInfo<'_>) -> Option<u32> {
+    let word = *info.bytecode.get(instr.next as usize)?;
+    (Some((word & 0xff) as u8) == known.store_fast).then_some(u32::from(word >> 8))
 }
 
 /// The 32-bit inline-cache value at cache entry `entry` (entry 0 is the
 /// code unit right after the instruction), low half first.
+#[inline]
 fn cache_u32(instr: &Instr, info: &CodeInfo<'_>, entry: usize) -> Option<u32> {
-    let at = instr.index + 1 + entry;
+    let at = instr.index as usize + 1 + entry;
     let lo = *info.bytecode.get(at)?;
     let hi = *info.bytecode.get(at + 1)?;
     Some(u32::from(lo) | (u32::from(hi) << 16))
@@ -136,7 +275,7 @@ fn compare_mask(op: u32) -> Option<u64> {
 
 /// The 16-bit and 64-bit inline-cache values at cache entry `entry`.
 fn cache_u16(instr: &Instr, info: &CodeInfo<'_>, entry: usize) -> Option<u16> {
-    info.bytecode.get(instr.index + 1 + entry).copied()
+    info.bytecode.get(instr.index as usize + 1 + entry).copied()
 }
 
 fn cache_u64(instr: &Instr, info: &CodeInfo<'_>, entry: usize) -> Option<u64> {
@@ -148,59 +287,30 @@ fn cache_u64(instr: &Instr, info: &CodeInfo<'_>, entry: usize) -> Option<u64> {
 /// The cached values the specialised stencils of stencils/c/fast.c bake in
 /// as (OPERAND0, OPERAND1), read from the inline cache (CPython 3.14's
 /// `_PyAttrCache`, `_PyLoadMethodCache`, `_PyLoadGlobalCache`: entry 0 is
-/// the counter). None: not one of them. Versions are never 0 in a
-/// specialised cache (0 would match an unversioned dict or type): a 0 is
-/// refused rather than trusted.
-fn fast_operands(instr: &Instr, info: &CodeInfo<'_>) -> Result<Option<(Option<u64>, Option<u64>)>, Refusal> {
-    let name = crate::compile::name_of(instr.opcode);
+/// the counter). Versions are never 0 in a specialised cache (0 would match
+/// an unversioned dict or type): a 0 is refused rather than trusted.
+fn fast_operands(instr: &Instr, kind: Fast, info: &CodeInfo<'_>) -> Result<(Option<u64>, Option<u64>), Refusal> {
     let u16_at = |e: usize| cache_u16(instr, info, e).map(u64::from);
     let version_at = |e: usize, wide: bool| {
         let v = if wide { cache_u32(instr, info, e).map(u64::from) } else { u16_at(e) };
         v.filter(|&v| v != 0)
     };
     let pack = |lo: Option<u64>, hi: Option<u64>| Some(lo? | (hi? << 32));
-    let ops = match name {
-        // Type version at entry 1; offset of the value or slot at 3.
-        "LOAD_ATTR_INSTANCE_VALUE" | "LOAD_ATTR_SLOT" | "STORE_ATTR_INSTANCE_VALUE" | "STORE_ATTR_SLOT" => {
-            (version_at(1, true), u16_at(3))
-        }
-        // Type version at 1; the cached descriptor or attribute at 5.
-        "LOAD_ATTR_METHOD_NO_DICT" | "LOAD_ATTR_NONDESCRIPTOR_NO_DICT" | "LOAD_ATTR_CLASS" => {
-            (version_at(1, true), cache_u64(instr, info, 5).filter(|&d| d != 0))
-        }
-        // Type version at 1, shared keys (or metaclass) version at 3.
-        "LOAD_ATTR_METHOD_WITH_VALUES"
-        | "LOAD_ATTR_NONDESCRIPTOR_WITH_VALUES"
-        | "LOAD_ATTR_CLASS_WITH_METACLASS_CHECK" => {
-            (pack(version_at(1, true), version_at(3, true)), cache_u64(instr, info, 5).filter(|&d| d != 0))
-        }
-        // Type version at 1, the dict's offset at 3.
-        "LOAD_ATTR_METHOD_LAZY_DICT" => {
-            (pack(version_at(1, true), u16_at(3)), cache_u64(instr, info, 5).filter(|&d| d != 0))
-        }
-        // Type version at 1, the entry's index in the instance's __dict__
-        // at 3; the name (the entry's key must be it).
-        "STORE_ATTR_WITH_HINT" => (pack(version_at(1, true), u16_at(3)), info.names.get(instr.oparg as usize).copied()),
-        // Keys version of the module's dict at 1, entry index at 3.
-        "LOAD_ATTR_MODULE" => (version_at(1, true), u16_at(3)),
-        // Keys versions of the globals at 1 and builtins at 2 (packed as
-        // 16-bit fields), the entry's index at 3.
-        "LOAD_GLOBAL_MODULE" => (version_at(1, false), u16_at(3)),
-        "LOAD_GLOBAL_BUILTIN" => {
+    let descr = || cache_u64(instr, info, 5).filter(|&d| d != 0);
+    let ops = match kind {
+        Fast::VersionOffset => (version_at(1, true), u16_at(3)),
+        Fast::VersionDescr => (version_at(1, true), descr()),
+        Fast::TwoVersionsDescr => (pack(version_at(1, true), version_at(3, true)), descr()),
+        Fast::VersionDictOffsetDescr => (pack(version_at(1, true), u16_at(3)), descr()),
+        Fast::WithHint => (pack(version_at(1, true), u16_at(3)), info.names.get(instr.oparg as usize).copied()),
+        Fast::Module => (version_at(1, true), u16_at(3)),
+        Fast::GlobalModule => (version_at(1, false), u16_at(3)),
+        Fast::GlobalBuiltin => {
             (version_at(1, false).zip(version_at(2, false)).map(|(g, b)| g | (b << 16)), u16_at(3))
         }
-        // The POP_TOP it folds in must be there; its operands are CALL's.
-        "CALL_LIST_APPEND" => {
-            let next = info.bytecode.get(instr.next).map(|w| crate::compile::name_of((w & 0xff) as u8));
-            if next != Some("POP_TOP") {
-                return Err(Refusal::Malformed("CALL_LIST_APPEND without its POP_TOP".into()));
-            }
-            return Ok(None);
-        }
-        _ => return Ok(None),
     };
     match ops {
-        (Some(_), Some(_)) => Ok(Some(ops)),
-        _ => Err(Refusal::Malformed(format!("{name}: bad inline cache"))),
+        (Some(_), Some(_)) => Ok(ops),
+        _ => Err(Refusal::Malformed(format!("{}: bad inline cache", crate::compile::name_of(instr.opcode)))),
     }
 }

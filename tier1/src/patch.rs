@@ -113,6 +113,72 @@ pub fn apply(
     field_address: u64,
     value: u64,
 ) -> Result<(), PatchError> {
+    apply_impl::<true>(buf, field_offset, kind, field_address, value)
+}
+
+/// [`apply`] without re-checking that an aarch64 field holds an instruction
+/// of the class `kind` patches: for fields [`check_field`] accepted once
+/// (the stencils' code never changes). Range, alignment and bounds checks
+/// stay.
+#[inline]
+pub fn apply_checked_field(
+    buf: &mut [u8],
+    field_offset: usize,
+    kind: RelocKind,
+    field_address: u64,
+    value: u64,
+) -> Result<(), PatchError> {
+    apply_impl::<false>(buf, field_offset, kind, field_address, value)
+}
+
+/// Whether `code` has a field of `kind` at `field_offset` that [`apply`]
+/// can patch: it lies within `code` and, on aarch64, is an instruction of
+/// the class `kind` rewrites.
+pub fn check_field(code: &[u8], field_offset: usize, kind: RelocKind) -> Result<(), PatchError> {
+    let len = code.len();
+    let size = match kind {
+        RelocKind::X86_64_64 | RelocKind::Aarch64_ABS64 => 8,
+        _ => 4,
+    };
+    let field = field_offset
+        .checked_add(size)
+        .and_then(|end| code.get(field_offset..end))
+        .ok_or(PatchError::OutOfBounds { kind, field_offset, len })?;
+    let Some((mask, expect)) = insn_class(kind) else {
+        return Ok(());
+    };
+    let insn = u32::from_le_bytes(field.try_into().expect("4 bytes"));
+    if insn & mask != expect {
+        return Err(PatchError::UnexpectedInstruction { kind, field_offset, insn });
+    }
+    if let RelocKind::Aarch64_MOVW_UABS { group } = kind {
+        if group > 3 || (insn >> 21) & 3 != group as u32 {
+            return Err(PatchError::UnexpectedInstruction { kind, field_offset, insn });
+        }
+    }
+    Ok(())
+}
+
+/// (mask, expected bits) of the aarch64 instructions a kind patches.
+fn insn_class(kind: RelocKind) -> Option<(u32, u32)> {
+    Some(match kind {
+        RelocKind::Aarch64_BRANCH26 => (0x7C00_0000, 0x1400_0000),
+        RelocKind::Aarch64_ADR_PREL_PG_HI21 | RelocKind::Aarch64_ADR_GOT_PAGE => (0x9F00_0000, 0x9000_0000),
+        RelocKind::Aarch64_ADD_ABS_LO12_NC => (0x7FC0_0000, 0x1100_0000),
+        RelocKind::Aarch64_LDST_ABS_LO12_NC { .. } | RelocKind::Aarch64_LD64_GOT_LO12_NC => (0x3B00_0000, 0x3900_0000),
+        RelocKind::Aarch64_MOVW_UABS { .. } => (0x1F80_0000, 0x1280_0000),
+        _ => return None,
+    })
+}
+
+#[inline(always)]
+fn apply_impl<const CHECK: bool>(
+    buf: &mut [u8],
+    field_offset: usize,
+    kind: RelocKind,
+    field_address: u64,
+    value: u64,
+) -> Result<(), PatchError> {
     let out_of_range = PatchError::OutOfRange { kind, field_address, value };
     let misaligned = PatchError::Misaligned { kind, field_address, value };
     // PC-relative distance, as a signed number (addresses wrap like the CPU's).
@@ -133,7 +199,7 @@ pub fn apply(
         }
         RelocKind::Aarch64_BRANCH26 => {
             // b / bl: imm26 in bits 0..26, in words.
-            patch_insn(buf, field_offset, kind, 0x7C00_0000, 0x1400_0000, |insn| {
+            patch_insn::<CHECK>(buf, field_offset, kind, 0x7C00_0000, 0x1400_0000, |insn| {
                 if distance & 3 != 0 {
                     return Err(misaligned);
                 }
@@ -147,7 +213,7 @@ pub fn apply(
         RelocKind::Aarch64_ADR_PREL_PG_HI21 | RelocKind::Aarch64_ADR_GOT_PAGE => {
             // adrp: a 21-bit page distance, low 2 bits in immlo (29..31),
             // high 19 in immhi (5..24).
-            patch_insn(buf, field_offset, kind, 0x9F00_0000, 0x9000_0000, |insn| {
+            patch_insn::<CHECK>(buf, field_offset, kind, 0x9F00_0000, 0x9000_0000, |insn| {
                 let pages = ((value & !0xFFF) as i64).wrapping_sub((field_address & !0xFFF) as i64) >> 12;
                 if !(-(1 << 20)..(1 << 20)).contains(&pages) {
                     return Err(out_of_range);
@@ -160,18 +226,18 @@ pub fn apply(
         }
         RelocKind::Aarch64_ADD_ABS_LO12_NC => {
             // add (immediate), 32- or 64-bit, no shift: imm12 in bits 10..22.
-            patch_insn(buf, field_offset, kind, 0x7FC0_0000, 0x1100_0000, |insn| {
+            patch_insn::<CHECK>(buf, field_offset, kind, 0x7FC0_0000, 0x1100_0000, |insn| {
                 Ok(set_imm12(insn, (value & 0xFFF) as u32))
             })
         }
-        RelocKind::Aarch64_LDST_ABS_LO12_NC { shift } => patch_ldst(buf, field_offset, kind, shift, value, misaligned),
-        RelocKind::Aarch64_LD64_GOT_LO12_NC => patch_ldst(buf, field_offset, kind, 3, value, misaligned),
+        RelocKind::Aarch64_LDST_ABS_LO12_NC { shift } => patch_ldst::<CHECK>(buf, field_offset, kind, shift, value, misaligned),
+        RelocKind::Aarch64_LD64_GOT_LO12_NC => patch_ldst::<CHECK>(buf, field_offset, kind, 3, value, misaligned),
         RelocKind::Aarch64_MOVW_UABS { group } => {
             // movz / movk / movn (wide immediate): imm16 in bits 5..21, and
             // the instruction's own shift (hw, bits 21..23) must be the group.
-            patch_insn(buf, field_offset, kind, 0x1F80_0000, 0x1280_0000, |insn| {
+            patch_insn::<CHECK>(buf, field_offset, kind, 0x1F80_0000, 0x1280_0000, |insn| {
                 let hw = (insn >> 21) & 3;
-                if group > 3 || hw != group as u32 {
+                if CHECK && (group > 3 || hw != group as u32) {
                     return Err(PatchError::UnexpectedInstruction { kind, field_offset, insn });
                 }
                 let imm16 = ((value >> (16 * group as u32)) & 0xFFFF) as u32;
@@ -181,6 +247,7 @@ pub fn apply(
     }
 }
 
+#[inline(always)]
 fn write_bytes(buf: &mut [u8], offset: usize, kind: RelocKind, bytes: &[u8]) -> Result<(), PatchError> {
     let len = buf.len();
     let field = offset
@@ -193,7 +260,8 @@ fn write_bytes(buf: &mut [u8], offset: usize, kind: RelocKind, bytes: &[u8]) -> 
 
 /// Rewrites the 32-bit instruction at `offset` after checking that it is of
 /// the expected class (`insn & mask == expect`).
-fn patch_insn(
+#[inline(always)]
+fn patch_insn<const CHECK: bool>(
     buf: &mut [u8],
     offset: usize,
     kind: RelocKind,
@@ -207,7 +275,7 @@ fn patch_insn(
         .and_then(|end| buf.get_mut(offset..end))
         .ok_or(PatchError::OutOfBounds { kind, field_offset: offset, len })?;
     let insn = u32::from_le_bytes(field.try_into().expect("4 bytes"));
-    if insn & mask != expect {
+    if CHECK && insn & mask != expect {
         return Err(PatchError::UnexpectedInstruction { kind, field_offset: offset, insn });
     }
     field.copy_from_slice(&f(insn)?.to_le_bytes());
@@ -220,7 +288,8 @@ fn set_imm12(insn: u32, imm12: u32) -> u32 {
 
 /// Load/store (unsigned immediate): the low 12 bits of the address, scaled
 /// by the access size `1 << shift`, in imm12.
-fn patch_ldst(
+#[inline(always)]
+fn patch_ldst<const CHECK: bool>(
     buf: &mut [u8],
     offset: usize,
     kind: RelocKind,
@@ -230,13 +299,126 @@ fn patch_ldst(
 ) -> Result<(), PatchError> {
     // Bits 24..26 = 0b01 and 27..30 = 0b111 / bit 26 V (SIMD) either way:
     // the "load/store register (unsigned immediate)" class.
-    patch_insn(buf, offset, kind, 0x3B00_0000, 0x3900_0000, |insn| {
+    patch_insn::<CHECK>(buf, offset, kind, 0x3B00_0000, 0x3900_0000, |insn| {
         let lo12 = (value & 0xFFF) as u32;
         if shift > 4 || lo12 & ((1 << shift) - 1) != 0 {
             return Err(misaligned);
         }
         Ok(set_imm12(insn, lo12 >> shift))
     })
+}
+
+/// A field kind reduced to what patching it does, for [`apply_op`]: the
+/// compiler's per-hole fast path (precomputed once per stencil hole).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Op {
+    /// 8 bytes, the value (x86-64 `R_X86_64_64`, aarch64 `ABS64`).
+    Abs64,
+    /// 4 bytes, the value zero-extended (`R_X86_64_32`).
+    Abs32,
+    /// 4 bytes, the value sign-extended (`R_X86_64_32S`).
+    Abs32S,
+    /// 4 bytes, the distance from the field (x86-64 PC32 and GOTPCREL).
+    Rel32,
+    /// aarch64 `b`/`bl`.
+    Branch26,
+    /// aarch64 `adrp` (of a page or a GOT slot's page).
+    Adrp,
+    /// aarch64 `add` low 12 bits.
+    AddLo12,
+    /// aarch64 load/store low 12 bits, scaled by 1 << n (`LdstLo12(3)`: GOT slot loads).
+    LdstLo12(u8),
+    /// aarch64 `movz`/`movk` of 16-bit group n.
+    Movw(u8),
+}
+
+impl Op {
+    pub fn of(kind: RelocKind) -> Op {
+        match kind {
+            RelocKind::X86_64_64 | RelocKind::Aarch64_ABS64 => Op::Abs64,
+            RelocKind::X86_64_32 => Op::Abs32,
+            RelocKind::X86_64_32S => Op::Abs32S,
+            RelocKind::X86_64_PC32 | RelocKind::X86_64_GOTPCREL => Op::Rel32,
+            RelocKind::Aarch64_BRANCH26 => Op::Branch26,
+            RelocKind::Aarch64_ADR_PREL_PG_HI21 | RelocKind::Aarch64_ADR_GOT_PAGE => Op::Adrp,
+            RelocKind::Aarch64_ADD_ABS_LO12_NC => Op::AddLo12,
+            RelocKind::Aarch64_LDST_ABS_LO12_NC { shift } => Op::LdstLo12(shift),
+            RelocKind::Aarch64_LD64_GOT_LO12_NC => Op::LdstLo12(3),
+            RelocKind::Aarch64_MOVW_UABS { group } => Op::Movw(group),
+        }
+    }
+
+    /// Bytes of the field.
+    pub fn size(self) -> usize {
+        match self {
+            Op::Abs64 => 8,
+            _ => 4,
+        }
+    }
+}
+
+/// [`apply`] for a field that [`check_field`] accepted for the kind `op`
+/// stands for, at `field` (`op.size()` bytes, writable): false when the
+/// value does not fit (or is misaligned), the field then unchanged —
+/// [`apply`] says why.
+///
+/// # Safety
+/// `field` points to `op.size()` bytes that may be read and written.
+#[inline(always)]
+pub unsafe fn apply_op(field: *mut u8, op: Op, field_address: u64, value: u64) -> bool {
+    let distance = value.wrapping_sub(field_address) as i64;
+    let rd = || u32::from_le(core::ptr::read_unaligned(field as *const u32));
+    let wr = |insn: u32| core::ptr::write_unaligned(field as *mut u32, insn.to_le());
+    match op {
+        Op::Abs64 => core::ptr::write_unaligned(field as *mut u64, value.to_le()),
+        Op::Rel32 => {
+            if distance != distance as i32 as i64 {
+                return false;
+            }
+            core::ptr::write_unaligned(field as *mut i32, (distance as i32).to_le());
+        }
+        Op::Abs32 => {
+            if value > u32::MAX as u64 {
+                return false;
+            }
+            core::ptr::write_unaligned(field as *mut u32, (value as u32).to_le());
+        }
+        Op::Abs32S => {
+            let v = value as i64;
+            if v != v as i32 as i64 {
+                return false;
+            }
+            core::ptr::write_unaligned(field as *mut i32, (v as i32).to_le());
+        }
+        Op::Movw(group) => {
+            let imm16 = ((value >> (16 * (group & 3) as u32)) & 0xFFFF) as u32;
+            wr((rd() & !(0xFFFF << 5)) | (imm16 << 5));
+        }
+        Op::Branch26 => {
+            if distance & 3 != 0 || !(-(1 << 27)..(1 << 27)).contains(&distance) {
+                return false;
+            }
+            wr((rd() & !0x03FF_FFFF) | (((distance >> 2) as u32) & 0x03FF_FFFF));
+        }
+        Op::Adrp => {
+            let pages = ((value & !0xFFF) as i64).wrapping_sub((field_address & !0xFFF) as i64) >> 12;
+            if !(-(1 << 20)..(1 << 20)).contains(&pages) {
+                return false;
+            }
+            let imm = (pages as u32) & 0x1F_FFFF;
+            wr((rd() & !((3 << 29) | (0x7_FFFF << 5))) | ((imm & 3) << 29) | ((imm >> 2) << 5));
+        }
+        Op::AddLo12 => wr(set_imm12(rd(), (value & 0xFFF) as u32)),
+        Op::LdstLo12(shift) => {
+            let lo12 = (value & 0xFFF) as u32;
+            if shift > 4 || lo12 & ((1 << shift) - 1) != 0 {
+                return false;
+            }
+            wr(set_imm12(rd(), lo12 >> shift));
+        }
+    }
+    true
 }
 
 /// The 8 bytes of a GOT slot holding `target` (place it 8-byte aligned).

@@ -404,3 +404,105 @@ fn reach_matches_the_range_checks() {
     assert_eq!(patch::pc_relative_reach(RelocKind::X86_64_64), None);
     assert!(patch::is_got(RelocKind::X86_64_GOTPCREL) && !patch::is_got(RelocKind::X86_64_PC32));
 }
+
+// ------------------------------------------------ the compiler's fast path
+
+/// `apply_op` (the compiler's per-hole path, for fields `check_field`
+/// accepted) writes what `apply` writes, and refuses what it refuses.
+#[test]
+fn apply_op_matches_apply() {
+    let insn_for = |kind: RelocKind| -> Vec<u8> {
+        match kind {
+            RelocKind::X86_64_64 | RelocKind::Aarch64_ABS64 => vec![0xAA; 8],
+            RelocKind::X86_64_32 | RelocKind::X86_64_32S | RelocKind::X86_64_PC32 | RelocKind::X86_64_GOTPCREL => {
+                vec![0x55; 4]
+            }
+            RelocKind::Aarch64_BRANCH26 => words(B).to_vec(),
+            RelocKind::Aarch64_ADR_PREL_PG_HI21 | RelocKind::Aarch64_ADR_GOT_PAGE => words(0x9000_0010).to_vec(),
+            RelocKind::Aarch64_ADD_ABS_LO12_NC => words(0x9100_0210).to_vec(),
+            RelocKind::Aarch64_LDST_ABS_LO12_NC { shift } => words(0x3940_0210 | ((shift as u32 & 3) << 30)).to_vec(),
+            RelocKind::Aarch64_LD64_GOT_LO12_NC => words(0xF940_0210).to_vec(),
+            RelocKind::Aarch64_MOVW_UABS { group } => words(0xD280_0010 | ((group as u32) << 21)).to_vec(),
+        }
+    };
+    let kinds = [
+        RelocKind::X86_64_64,
+        RelocKind::X86_64_32,
+        RelocKind::X86_64_32S,
+        RelocKind::X86_64_PC32,
+        RelocKind::X86_64_GOTPCREL,
+        RelocKind::Aarch64_ABS64,
+        RelocKind::Aarch64_BRANCH26,
+        RelocKind::Aarch64_ADR_PREL_PG_HI21,
+        RelocKind::Aarch64_ADR_GOT_PAGE,
+        RelocKind::Aarch64_ADD_ABS_LO12_NC,
+        RelocKind::Aarch64_LDST_ABS_LO12_NC { shift: 0 },
+        RelocKind::Aarch64_LDST_ABS_LO12_NC { shift: 2 },
+        RelocKind::Aarch64_LDST_ABS_LO12_NC { shift: 3 },
+        RelocKind::Aarch64_LD64_GOT_LO12_NC,
+        RelocKind::Aarch64_MOVW_UABS { group: 0 },
+        RelocKind::Aarch64_MOVW_UABS { group: 1 },
+        RelocKind::Aarch64_MOVW_UABS { group: 2 },
+        RelocKind::Aarch64_MOVW_UABS { group: 3 },
+    ];
+    let field = BASE + 0x123_4568;
+    let values = [
+        0u64,
+        4,
+        0x7ff,
+        0x1008,
+        field,
+        field + 0x10,
+        field.wrapping_sub(0x7fff_fff0),
+        field + 0x8000_0000,
+        field + (1 << 27) - 4,
+        field + (1 << 27),
+        field.wrapping_sub(1 << 27),
+        field + 0xFFFF_F000,
+        field + 0x1_0000_0000,
+        0x7fff_ffff,
+        0xffff_ffff,
+        0x1_0000_0000,
+        u64::MAX,
+        (-0x8000_0000i64) as u64,
+        0x1122_3344_5566_7788,
+    ];
+    for kind in kinds {
+        let insn = insn_for(kind);
+        patch::check_field(&insn, 0, kind).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        let op = patch::Op::of(kind);
+        assert_eq!(op.size(), insn.len(), "{kind:?}");
+        for &value in &values {
+            let mut a = insn.clone();
+            let ra = patch::apply(&mut a, 0, kind, field, value);
+            let mut b = insn.clone();
+            let ok = unsafe { patch::apply_op(b.as_mut_ptr(), op, field, value) };
+            assert_eq!(ra.is_ok(), ok, "{kind:?} {value:#x}: {ra:?}");
+            if ok {
+                assert_eq!(a, b, "{kind:?} {value:#x}");
+            } else {
+                assert_eq!(b, insn, "{kind:?} {value:#x}: a refused value leaves the field");
+            }
+        }
+    }
+}
+
+#[test]
+fn check_field_refuses_what_apply_refuses() {
+    // Outside the code.
+    assert!(matches!(
+        patch::check_field(&[0; 6], 0, RelocKind::X86_64_64),
+        Err(PatchError::OutOfBounds { .. })
+    ));
+    // Not the instruction the kind patches.
+    assert!(matches!(
+        patch::check_field(&words(B), 0, RelocKind::Aarch64_ADR_GOT_PAGE),
+        Err(PatchError::UnexpectedInstruction { .. })
+    ));
+    // movz of the wrong group.
+    assert!(matches!(
+        patch::check_field(&words(0xD280_0010), 0, RelocKind::Aarch64_MOVW_UABS { group: 1 }),
+        Err(PatchError::UnexpectedInstruction { .. })
+    ));
+    assert!(patch::check_field(&words(0xD2A0_0010), 0, RelocKind::Aarch64_MOVW_UABS { group: 1 }).is_ok());
+}

@@ -1,0 +1,318 @@
+//! The stencils prepared once per process for fast patching: each stencil's
+//! holes checked, classified and sorted, its symbols resolved, and the holes
+//! whose value never changes (absolute references to symbols) patched into a
+//! template of its code; and the header every region of the executable
+//! arena starts with — a GOT slot per stencil symbol and the stencils'
+//! read-only data blobs (those without holes), shared by all compiled code.
+
+use ember_stencils::{HoleValue, RelocKind, Stencil, STENCILS, SYMBOLS};
+
+use crate::compile::Resolver;
+use crate::patch;
+
+pub const NO_PROG: u16 = u16::MAX;
+
+/// Where a hole's value comes from (`HoleValue`, symbols resolved).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Src {
+    Oparg,
+    Operand0,
+    Operand1,
+    ThisInstr,
+    DispatchInstr,
+    NextInstr,
+    Continue,
+    Jump,
+    Error,
+    Deopt,
+    Code,
+    Data,
+    /// `SYMBOLS[i]` and its address.
+    Symbol(u16, u64),
+}
+
+/// Indices of the per-stencil values a hole's field is computed from
+/// ([`FHole::slot`]): `value = values[slot] + bias`.
+pub mod slot {
+    pub const OPARG: u8 = 0;
+    pub const OPERAND0: u8 = 1;
+    pub const OPERAND1: u8 = 2;
+    pub const THIS_INSTR: u8 = 3;
+    pub const DISPATCH_INSTR: u8 = 4;
+    pub const NEXT_INSTR: u8 = 5;
+    pub const CONTINUE: u8 = 6;
+    pub const JUMP: u8 = 7;
+    pub const ERROR: u8 = 8;
+    pub const DEOPT: u8 = 9;
+    pub const CODE: u8 = 10;
+    pub const DATA: u8 = 11;
+    /// 0: the bias is the value (a symbol's address, plus the addend).
+    pub const ZERO: u8 = 12;
+    /// The region's base: the bias is the offset of a symbol's GOT slot
+    /// (plus the addend).
+    pub const REGION: u8 = 13;
+    pub const COUNT: usize = 14;
+}
+
+/// A hole left to patch per compilation.
+#[derive(Clone, Copy, Debug)]
+pub struct FHole {
+    pub offset: u32,
+    pub kind: RelocKind,
+    /// How the field is patched (`kind`, reduced).
+    pub op: patch::Op,
+    /// What the field refers to: `values[slot] + bias` (for a GOT field, its
+    /// slot's address plus the addend).
+    pub slot: u8,
+    pub bias: u64,
+    pub src: Src,
+    pub addend: i64,
+    /// The field refers to a GOT slot holding the value (`patch::is_got`):
+    /// for a symbol, its slot in the region header.
+    pub got: bool,
+    /// A branch to a symbol: through a trampoline if out of reach.
+    pub trampoline: bool,
+}
+
+/// What the fast path needs of a hole: `values[slot] + bias` patched as `op`
+/// at `offset`.
+#[derive(Clone, Copy, Debug)]
+pub struct FastHole {
+    pub bias: u64,
+    pub offset: u32,
+    pub slot: u8,
+    pub op: patch::Op,
+}
+
+/// One stencil, ready to copy and patch.
+pub struct Prog {
+    pub name: &'static str,
+    pub stencil: &'static Stencil,
+    /// The code, holes with constant values patched in.
+    pub template: Box<[u8]>,
+    /// The other code holes, by offset.
+    pub holes: Box<[FHole]>,
+    /// The same, as the fast path reads them: 64-bit absolute fields, then
+    /// the others; and how many of each lie before the trailing jump.
+    pub abs64: Box<[FastHole]>,
+    pub other: Box<[FastHole]>,
+    abs64_short: u16,
+    other_short: u16,
+    short_len: u32,
+    n_short: u16,
+    /// The slots (bit `1 << slot`) the holes patched use, without and with
+    /// the trailing jump.
+    pub needs_short: u16,
+    pub needs_full: u16,
+    /// Why the stencil cannot be used (an unresolved symbol, a field that
+    /// is not what its relocation says).
+    pub error: Option<String>,
+    /// Needs space after the code: trampolines, GOT slots for non-symbol
+    /// values, or its own copy of its data.
+    pub extra: bool,
+    /// Its data has holes: each use gets a copy.
+    pub instance_data: bool,
+    /// Offset of its shared data in the region header.
+    pub shared_data: u32,
+}
+
+impl Prog {
+    /// Code bytes and holes when the trailing jump to the next stencil is
+    /// dropped (the whole code if it has none).
+    #[inline(always)]
+    pub fn short(&self) -> (u32, u16) {
+        (self.short_len, self.n_short)
+    }
+    /// The whole code and every hole.
+    #[inline(always)]
+    pub fn full(&self) -> (u32, u16) {
+        (self.template.len() as u32, self.holes.len() as u16)
+    }
+    /// The fast holes of the short (`n_holes` from [`Self::short`]) or the
+    /// whole code: 64-bit absolute ones, and the others.
+    #[inline(always)]
+    pub fn fast(&self, n_holes: u16) -> (&[FastHole], &[FastHole]) {
+        if n_holes == self.n_short {
+            (&self.abs64[..self.abs64_short as usize], &self.other[..self.other_short as usize])
+        } else {
+            (&self.abs64, &self.other)
+        }
+    }
+
+    /// The slots the first `n_holes` holes use.
+    #[inline(always)]
+    pub fn needs(&self, n_holes: u16) -> u16 {
+        if n_holes == self.n_short {
+            self.needs_short
+        } else {
+            self.needs_full
+        }
+    }
+}
+
+/// Whether a field's contents depend on where the code is placed.
+fn position_dependent(kind: RelocKind) -> bool {
+    matches!(
+        kind,
+        RelocKind::X86_64_PC32
+            | RelocKind::X86_64_GOTPCREL
+            | RelocKind::Aarch64_BRANCH26
+            | RelocKind::Aarch64_ADR_PREL_PG_HI21
+            | RelocKind::Aarch64_ADR_GOT_PAGE
+            | RelocKind::Aarch64_LD64_GOT_LO12_NC
+    )
+}
+
+pub struct Programs {
+    progs: Vec<Prog>,
+    header: Vec<u8>,
+    symbols: Vec<Option<u64>>,
+}
+
+impl Programs {
+    pub fn new(resolver: &dyn Resolver) -> Programs {
+        let symbols: Vec<Option<u64>> = (0..SYMBOLS.len()).map(|i| resolver.stencil_symbol(i as u16)).collect();
+        // The header: GOT slots, then shared data.
+        let mut header: Vec<u8> = Vec::with_capacity(8 * symbols.len() + 1024);
+        for s in &symbols {
+            header.extend_from_slice(&patch::got_slot(s.unwrap_or(0)));
+        }
+        let progs = STENCILS
+            .iter()
+            .map(|st| {
+                let instance_data = !st.data.is_empty() && !st.data_holes.is_empty();
+                let mut shared_data = header.len() as u32;
+                if !instance_data {
+                    let a = (st.data_align as usize).max(1);
+                    header.resize(header.len().next_multiple_of(a), 0);
+                    shared_data = header.len() as u32;
+                    header.extend_from_slice(st.data);
+                }
+                build(st, &symbols, instance_data, shared_data)
+            })
+            .collect();
+        Programs { progs, header, symbols }
+    }
+
+    pub fn all(&self) -> &[Prog] {
+        &self.progs
+    }
+
+    /// Address of `SYMBOLS[i]`, if it resolved.
+    pub fn symbol(&self, i: u16) -> Option<u64> {
+        self.symbols.get(i as usize).copied().flatten()
+    }
+
+    pub fn header(&self) -> &[u8] {
+        &self.header
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<u16> {
+        STENCILS.binary_search_by(|s| s.name.cmp(name)).ok().map(|i| i as u16)
+    }
+}
+
+fn build(st: &'static Stencil, symbols: &[Option<u64>], instance_data: bool, shared_data: u32) -> Prog {
+    let mut template = st.code.to_vec().into_boxed_slice();
+    let mut holes = Vec::with_capacity(st.code_holes.len());
+    let mut error = None;
+    let mut extra = instance_data;
+    if instance_data && st.data_align as usize > crate::jitmem::BLOCK_ALIGN {
+        // Blocks are only this aligned; shared data (in the region header,
+        // page-aligned) may be more.
+        error = Some(format!("{}: data with holes aligned to {}", st.name, st.data_align));
+    }
+    let mut sorted: Vec<_> = st.code_holes.iter().collect();
+    sorted.sort_by_key(|h| h.offset);
+    for h in sorted {
+        if let Err(e) = patch::check_field(st.code, h.offset as usize, h.kind) {
+            error.get_or_insert_with(|| format!("{}: {e:?}", st.name));
+            continue;
+        }
+        let src = match h.value {
+            HoleValue::Oparg => Src::Oparg,
+            HoleValue::Operand0 => Src::Operand0,
+            HoleValue::Operand1 => Src::Operand1,
+            HoleValue::ThisInstr => Src::ThisInstr,
+            HoleValue::DispatchInstr => Src::DispatchInstr,
+            HoleValue::NextInstr => Src::NextInstr,
+            HoleValue::Continue => Src::Continue,
+            HoleValue::Jump => Src::Jump,
+            HoleValue::Error => Src::Error,
+            HoleValue::Deopt => Src::Deopt,
+            HoleValue::Code => Src::Code,
+            HoleValue::Data => Src::Data,
+            HoleValue::Symbol(i) => match symbols.get(i as usize).copied().flatten() {
+                Some(addr) => Src::Symbol(i, addr),
+                None => {
+                    error.get_or_insert_with(|| format!("symbol {} not found", SYMBOLS[i as usize]));
+                    continue;
+                }
+            },
+        };
+        let got = patch::is_got(h.kind);
+        if let (Src::Symbol(_, addr), false, false) = (src, got, position_dependent(h.kind)) {
+            // Same value wherever the code goes: patched once.
+            if let Err(e) = patch::apply(&mut template, h.offset as usize, h.kind, 0, addr.wrapping_add(h.addend as u64)) {
+                error.get_or_insert_with(|| format!("{}: {e:?}", st.name));
+            }
+            continue;
+        }
+        let trampoline = !got && patch::is_branch(h.kind) && matches!(src, Src::Symbol(..));
+        extra |= trampoline || (got && !matches!(src, Src::Symbol(..)));
+        let (slot, bias) = match src {
+            Src::Symbol(i, _) if got => (slot::REGION, (8 * i as u64).wrapping_add(h.addend as u64)),
+            Src::Symbol(_, addr) => (slot::ZERO, addr.wrapping_add(h.addend as u64)),
+            other => (slot_of(other), h.addend as u64),
+        };
+        holes.push(FHole { offset: h.offset, kind: h.kind, op: patch::Op::of(h.kind), slot, bias, src, addend: h.addend, got, trampoline });
+    }
+    let short_len = st.trailing_continue.map_or(st.code.len(), |o| o as usize);
+    let n_short = holes.iter().take_while(|h| (h.offset as usize) < short_len).count();
+    if holes[..n_short].iter().any(|h| h.offset as usize + h.op.size() > short_len) {
+        error.get_or_insert_with(|| format!("{}: a hole straddles its trailing jump", st.name));
+    }
+    let needs = |hs: &[FHole]| hs.iter().fold(0u16, |m, h| m | (1 << h.slot));
+    let (needs_short, needs_full) = (needs(&holes[..n_short]), needs(&holes));
+    let fast = |h: &FHole| FastHole { bias: h.bias, offset: h.offset, slot: h.slot, op: h.op };
+    let abs64: Box<[FastHole]> = holes.iter().filter(|h| h.op == patch::Op::Abs64).map(fast).collect();
+    let other: Box<[FastHole]> = holes.iter().filter(|h| h.op != patch::Op::Abs64).map(fast).collect();
+    let abs64_short = abs64.iter().filter(|h| (h.offset as usize) < short_len).count() as u16;
+    let other_short = other.iter().filter(|h| (h.offset as usize) < short_len).count() as u16;
+    Prog {
+        name: st.name,
+        stencil: st,
+        template,
+        abs64,
+        other,
+        abs64_short,
+        other_short,
+        holes: holes.into_boxed_slice(),
+        short_len: short_len as u32,
+        n_short: n_short as u16,
+        needs_short,
+        needs_full,
+        error,
+        extra,
+        instance_data,
+        shared_data,
+    }
+}
+
+fn slot_of(src: Src) -> u8 {
+    match src {
+        Src::Oparg => slot::OPARG,
+        Src::Operand0 => slot::OPERAND0,
+        Src::Operand1 => slot::OPERAND1,
+        Src::ThisInstr => slot::THIS_INSTR,
+        Src::DispatchInstr => slot::DISPATCH_INSTR,
+        Src::NextInstr => slot::NEXT_INSTR,
+        Src::Continue => slot::CONTINUE,
+        Src::Jump => slot::JUMP,
+        Src::Error => slot::ERROR,
+        Src::Deopt => slot::DEOPT,
+        Src::Code => slot::CODE,
+        Src::Data => slot::DATA,
+        Src::Symbol(..) => slot::ZERO,
+    }
+}
