@@ -27,6 +27,12 @@ import sys
 # exits with code 1: regrtest reports the module as a worker failure.
 TIMEOUT_LINE = re.compile(r"^Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!$", re.M)
 FATAL_LINE = re.compile(r"^Fatal Python error: .*$", re.M)
+# With -R (--huntrleaks), what regrtest's refleak.py prints for a module whose
+# every counted repetition leaked: "test_x leaked [1, 1, 1] references, sum=3"
+# (also memory blocks, file descriptors). The lines it prints for deltas that
+# are not all positive end in "(this is fine)" and do not match.
+REFLEAK_LINE = re.compile(
+    r"^\S+ leaked \[[-\d, ]*\] (?:references|memory blocks|file descriptors), sum=-?\d+$", re.M)
 
 
 def main() -> None:
@@ -90,6 +96,7 @@ def main() -> None:
                     "err_msg": mp_result.err_msg,
                     "timed_out": bool(TIMEOUT_LINE.search(out)),
                     "fatal_error": fatal.group(0) if fatal else None,
+                    "refleaks": REFLEAK_LINE.findall(out),
                     "stdout_tail": out[-3000:],
                 }
                 record.write(json.dumps(entry) + "\n")

@@ -4,6 +4,8 @@
     dev/env python tests/cpython/regrtest.py --list ci
     dev/env python tests/cpython/regrtest.py --list full -j2 --config ember,ember-t1
     dev/env python tests/cpython/regrtest.py --list ci --config ember,pep523 --no-ignore
+    dev/env --dbg python tests/cpython/regrtest.py --dbg --list refleak --config ember-t1 \
+        --huntrleaks 3:3 -j1
 
 For the chosen list of test modules, runs ``python -m test`` (through a small
 driver that also records each module's result, _regrtest_driver.py) once
@@ -15,7 +17,12 @@ test:
   ``test.test_x.TestY.test_z``; a failing subtest counts for its test), and
 * the test modules that failed, crashed, timed out or gave no result;
 
-and it proves that Ember was on: every process of an Ember run writes its
+With --huntrleaks W:R (regrtest -R W:R, on CPython's debug build: --dbg,
+run through `dev/env --dbg`), a module that leaks references, memory blocks
+or file descriptors fails with state REFLEAK, and the modules that leak are
+compared like the ones that fail.
+
+And it proves that Ember was on: every process of an Ember run writes its
 ember.stats() (EMBER_STATS=.../stats-{pid}.json), and the run fails when the
 hook saw no code object at all, or when a configuration that asks for a tier
 compiled nothing at that tier.
@@ -129,7 +136,7 @@ STATE_TEXT = {
     "DID_NOT_RUN": "ran no tests",
     "ENV_CHANGED": "passed but altered the environment",
     "UNCAUGHT_EXC": "failed (uncaught exception)",
-    "REFLEAK": "failed (reference leak)",
+    "REFLEAK": "failed (leaked references, memory blocks or file descriptors)",
     "WORKER_FAILED": "crashed (worker exited non-zero)",
     "WORKER_BUG": "worker bug",
     "TIMEOUT": "timed out",
@@ -280,9 +287,10 @@ def make_test_python(run_dir: Path, want_pep523: bool) -> tuple[Path, dict]:
     # with PYTHONDONTWRITEBYTECODE and would otherwise compile Ember's Python
     # half from source at every start (0.4 s under qemu-user).
     compileall.compile_dir(str(snapshot_root), quiet=1)
-    so_hash = ""
+    so_hash = so_name = ""
     for so in sorted((snapshot_root / "ember").glob("_ember*.so")):
         so_hash = hashlib.sha256(so.read_bytes()).hexdigest()[:16]
+        so_name = so.name
     venv = run_dir / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -297,7 +305,7 @@ def make_test_python(run_dir: Path, want_pep523: bool) -> tuple[Path, dict]:
                  f'__import__("_pep523_baseline").enable()')
     Path(site, "ember.pth").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return python, {"ember_package": str(pkg), "snapshot": str(snapshot_root / "ember"),
-                    "ember_so_sha256": so_hash}
+                    "ember_so_sha256": so_hash, "ember_so": so_name}
 
 
 # Never passed to the test runs: Ember's variables (each run adds its own),
@@ -325,6 +333,8 @@ info = {
     "version": sys.version,
     "machine": os.uname().machine,
     "executable": sys.executable,
+    "debug": hasattr(sys, "gettotalrefcount"),
+    "abiflags": sys.abiflags,
     "ember_loaded": mod is not None,
     "ember_enabled": bool(mod is not None and mod.is_enabled()),
     "max_tier": getattr(mod, "MAX_AVAILABLE_TIER", None),
@@ -395,6 +405,8 @@ class RunSpec:
 
 def regrtest_options(ns, ignore_patterns: list[str]) -> list[str]:
     opts = ["-j", str(ns.jobs), "--timeout", str(ns.timeout), "--randseed", str(ns.randseed)]
+    if ns.huntrleaks:
+        opts += ["-R", ns.huntrleaks]
     if ns.use:
         opts += ["-u", ns.use]
     if ns.testdir:
@@ -591,6 +603,7 @@ class RunResult:
     case_module: dict    # test id -> module
     failing: dict        # test id -> sorted tuple of failure kinds
     details: dict        # test id -> last line of its traceback
+    leaks: dict          # module -> regrtest's "leaked ..." lines (state REFLEAK, with -R)
 
     def count(self, status: str) -> int:
         return sum(1 for s in self.cases.values() if s == status)
@@ -669,7 +682,27 @@ def load_run(out_dir: Path, label: str) -> RunResult:
         if name not in modules:
             modules[name] = "MISSING"
     failing = {k: tuple(sorted(v)) for k, v in failing.items()}
-    return RunResult(label, meta, modules, info, cases, case_module, failing, details)
+    # A leaking module: its state, and the lines saying what leaked (from the
+    # worker's output; "?" when there was none to read).
+    leaks = {name: (outputs.get(name) or {}).get("refleaks") or ["?"]
+             for name, state in modules.items() if state == "REFLEAK"}
+    return RunResult(label, meta, modules, info, cases, case_module, failing, details, leaks)
+
+
+_LEAK_KIND = re.compile(r" leaked \[[-\d, ]*\] (references|memory blocks|file descriptors)")
+
+
+def leak_kinds(lines: list[str]) -> str:
+    """'references+memory blocks' from regrtest's "leaked" lines."""
+    kinds = sorted({m.group(1) for line in lines for m in [_LEAK_KIND.search(line)] if m})
+    return "+".join(kinds) or "?"
+
+
+def describe_leaks(r: RunResult) -> str:
+    if not r.leaks:
+        return "none"
+    return f"{len(r.leaks)} modules: " + ", ".join(
+        f"{name} ({leak_kinds(lines)})" for name, lines in sorted(r.leaks.items()))
 
 
 def describe(r: RunResult) -> str:
@@ -774,6 +807,11 @@ def compare(stock: RunResult, other: RunResult, modules: list[str] | None = None
         elif s != o:
             notes.append(f"{name}: {STATE_TEXT.get(s, s)} under stock, "
                          f"{STATE_TEXT.get(o, o)} under {other.label}")
+        elif s == "REFLEAK" and leak_kinds(stock.leaks[name]) != leak_kinds(other.leaks[name]):
+            # Both leak, but not the same thing.
+            diffs.append(Diff("module", name, f"leaked {leak_kinds(stock.leaks[name])}",
+                              f"leaked {leak_kinds(other.leaks[name])}", name,
+                              "; ".join(other.leaks[name])))
         if s not in NO_TESTCASE_DATA_STATES and o not in NO_TESTCASE_DATA_STATES:
             comparable.add(name)
 
@@ -809,6 +847,7 @@ def module_detail(r: RunResult, name: str) -> str:
         parts.append(out["err_msg"])
     if out.get("timed_out"):
         parts.append("faulthandler timeout")
+    parts += out.get("refleaks") or []
     if entry.get("state") == "FAILED" and not (entry.get("errors") or entry.get("failures")):
         parts.append("failed without a failing testcase (unexpected success, "
                      "or a failure outside unittest)")
@@ -938,6 +977,13 @@ def parse_args(argv):
                         f"`# regrtest-timeout:` line, else {DEFAULT_TIMEOUT})")
     p.add_argument("-u", "--use", default="",
                    help="regrtest resources (-u), the same in every run (default: none)")
+    p.add_argument("--dbg", action="store_true",
+                   help="the tests run on CPython's debug build (python3.14d, Py_DEBUG) with "
+                        "Ember's debug build: run through `dev/env --dbg`; refuses otherwise")
+    p.add_argument("--huntrleaks", "-R", metavar="WARMUPS:RUNS",
+                   help="regrtest -R WARMUPS:RUNS in every run: a module whose every counted "
+                        "run leaks references, memory blocks or file descriptors fails "
+                        "(state REFLEAK); needs --dbg")
     p.add_argument("--randseed", type=int, default=DEFAULT_RANDSEED,
                    help="regrtest random seed, the same in every run (default %(default)s)")
     p.add_argument("--ignore", action="append", type=Path, metavar="FILE",
@@ -980,6 +1026,12 @@ def parse_args(argv):
         if not sep or not k.startswith("EMBER"):
             p.error(f"--env {item}: expected EMBER_NAME=VALUE")
         ns.extra_env[k] = v
+    if ns.huntrleaks is not None:
+        if not re.fullmatch(r"[1-9]\d*:[1-9]\d*", ns.huntrleaks):
+            p.error(f"--huntrleaks {ns.huntrleaks}: expected WARMUPS:RUNS, e.g. 3:3")
+        if not ns.dbg:
+            p.error("--huntrleaks needs CPython's debug build: add --dbg and run through "
+                    "`dev/env --dbg python tests/cpython/regrtest.py ...`")
     if ns.jobs < 1:
         p.error("-j must be at least 1: tests run in worker processes, so that a crash "
                 "is a result and not the end of the run")
@@ -1024,6 +1076,11 @@ def main(argv=None) -> int:
     if ns.write_full_list:
         return write_full_list()
 
+    if ns.dbg and not hasattr(sys, "gettotalrefcount"):
+        # The tests' venv is made from this interpreter.
+        raise UsageError(f"--dbg: {sys.executable} is not CPython's debug build (no "
+                         f"sys.gettotalrefcount): run through `dev/env --dbg python "
+                         f"tests/cpython/regrtest.py --dbg ...`")
     lpath = list_path(ns.list)
     tests = read_list(lpath)
     if ns.timeout is None:
@@ -1062,9 +1119,21 @@ def main(argv=None) -> int:
         raise CheckFailed("Ember or the baseline is on in the stock environment")
     if info["missing_tests"]:
         raise UsageError(f"{rel(lpath)}: no such test module(s): {', '.join(info['missing_tests'])}")
+    if ns.dbg:
+        if not info["debug"]:
+            raise UsageError(f"--dbg: {info['executable']} is not CPython's debug build (no "
+                             f"sys.gettotalrefcount): run through `dev/env --dbg python "
+                             f"tests/cpython/regrtest.py --dbg ...`")
+        if not build["ember_so"].startswith(f"_ember.cpython-314{info['abiflags']}-"):
+            raise UsageError(f"--dbg: the Ember build {build['ember_so']} is not built for "
+                             f"the debug interpreter (ABI flags {info['abiflags']!r}): run "
+                             f"through `dev/env --dbg`")
     version = info["version"]
-    log(f"python {version.split()[0]} ({info['machine']}), regrtest options: {' '.join(options)}")
-    log(f"ember build {build['ember_so_sha256']} (snapshot of {build['ember_package']})")
+    log(f"python {version.split()[0]} ({info['machine']}"
+        + (f", debug build, ABI flags {info['abiflags']!r}" if info["debug"] else "")
+        + f"), regrtest options: {' '.join(options)}")
+    log(f"ember build {build['ember_so_sha256']} {build['ember_so']} "
+        f"(snapshot of {build['ember_package']})")
     if lpath.resolve() == (LISTS_DIR / "full.txt") and not ns.testdir:
         current = list_all_tests(str(python), base_env)
         new, gone = sorted(set(current) - set(tests)), sorted(set(tests) - set(current))
@@ -1081,7 +1150,9 @@ def main(argv=None) -> int:
         config_envs[config.name] = env
 
     # Stock run (or its cached result).
-    key = cache_key(tests, version, info["machine"], options, base_env)
+    # sys.version is the same for CPython's release and debug builds.
+    key = cache_key(tests, version + (" abiflags=" + info["abiflags"] if info["abiflags"] else ""),
+                    info["machine"], options, base_env)
     cache_dir = ns.results / "stock-cache" / key
     stock = None
     stock_source = "run now"
@@ -1110,7 +1181,7 @@ def main(argv=None) -> int:
 
     # Report.
     summary = {"list": rel(lpath), "names": len(tests), "options": options, "python": version,
-               "machine": info["machine"],
+               "machine": info["machine"], "debug": info["debug"],
                "ignore_files": [rel(f) for f in ns.ignore_files], "ember_build": build,
                "stock_source": stock_source, "configs": {}}
     compared = {}
@@ -1126,13 +1197,18 @@ def main(argv=None) -> int:
     if stock is not None:
         log(f"stock ({stock_source}): {describe(stock)}")
         summary["stock"] = {"seconds": stock.meta["seconds"], "testcases": len(stock.cases),
-                            "failing": sorted(stock.failing)}
+                            "failing": sorted(stock.failing), "leaks": stock.leaks}
+        if ns.huntrleaks:
+            log(f"leaking under stock (-R {ns.huntrleaks}): {describe_leaks(stock)}")
     ok = True
     for config, result, stats in runs:
         log("")
         shown = {**config.env, **(ns.extra_env if config.kind == "ember" else {})}
         log(f"{config.name} ({' '.join(f'{k}={v}' for k, v in shown.items())}): {describe(result)}")
-        entry = {"seconds": result.meta["seconds"], "testcases": len(result.cases)}
+        entry = {"seconds": result.meta["seconds"], "testcases": len(result.cases),
+                 "leaks": result.leaks}
+        if ns.huntrleaks:
+            log(f"leaking under {config.name} (-R {ns.huntrleaks}): {describe_leaks(result)}")
         if config.kind == "ember":
             problems = check_ember_stats(stats, config)
             entry["stats"] = stats

@@ -333,6 +333,33 @@ def test_yield_from_close_and_throw_propagate():
     assert "outer2 caught ZeroDivisionError" in out.stdout
 
 
+def test_yield_from_an_iterator_keeps_its_reference_count():
+    # `yield from it` for an iterator that is its own iterator (map,
+    # list_iterator, ...): iter(it) returns `it` with a new reference, which
+    # GET_YIELD_FROM_ITER leaked once per `yield from` (regrtest -R 3:3 on the
+    # debug build: test_set's TestFrozenSet.test_hash_effectiveness,
+    # `yield from map(frozenset, ...)`).
+    check("""
+        import sys
+
+        def ident(x):
+            return x
+
+        def delegate(it):
+            yield from it
+
+        for make in (lambda: map(ident, [1, 2, 3]), lambda: iter([1, 2, 3]),
+                     lambda: [1, 2, 3], lambda: (x for x in [1, 2])):
+            deltas = []
+            for _ in range(3):
+                it = make()
+                before = sys.getrefcount(it)
+                out = list(delegate(it))
+                deltas.append(sys.getrefcount(it) - before)
+            print(type(it).__name__, out, deltas)
+    """, expect_seen={"delegate"})
+
+
 # --- generator expressions and comprehensions --------------------------------
 
 def test_generator_expressions_and_comprehensions():

@@ -151,8 +151,9 @@ ember_get_aiter(PyThreadState *tstate, PyObject *obj)
 }
 
 /* GET_YIELD_FROM_ITER for anything but a generator: `iterable` itself
- * (borrowed, as it stays on the stack) for a coroutine in a coroutine,
- * else a new iterator, or NULL with the exception set. */
+ * (borrowed, as it stays on the stack) for a coroutine in a coroutine and
+ * for an iterator that is its own iterator (map, list_iterator, ...), else
+ * a new iterator, or NULL with the exception set. */
 PyObject *
 ember_yield_from_iter(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *iterable)
 {
@@ -167,5 +168,12 @@ ember_yield_from_iter(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObjec
     if (PyGen_CheckExact(iterable)) {
         return iterable;
     }
-    return PyObject_GetIter(iterable);
+    PyObject *iter = PyObject_GetIter(iterable);
+    if (iter == iterable) {
+        /* iter(it) is it, with a new reference; the stencil keeps the
+         * stack's reference instead (the interpreter closes the iterable
+         * and pushes this one: the same count). */
+        Py_DECREF(iter);
+    }
+    return iter;
 }
