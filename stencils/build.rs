@@ -13,7 +13,7 @@ use stencil_build::{build, emit_rust, python_include_dir, Config, Target, DEFAUL
 fn main() {
     println!("cargo:rerun-if-changed=c");
     println!("cargo:rerun-if-changed=src/types.rs");
-    for var in ["EMBER_CLANG", "EMBER_PYTHON_INCLUDE", "PYO3_PYTHON"] {
+    for var in ["EMBER_CLANG", "EMBER_PYTHON_INCLUDE", "PYO3_PYTHON", "EMBER_DEV_NO_COLD_SPLIT"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
@@ -42,6 +42,9 @@ fn main() {
     println!("cargo:include={}", generated.display());
     config.include_dirs.push(generated);
     config.sources = sources;
+    // EMBER_DEV_NO_COLD_SPLIT=1 keeps stencils whole (to measure what
+    // splitting gains).
+    config.split_cold = env::var_os("EMBER_DEV_NO_COLD_SPLIT").is_none();
     let set = build(&config).unwrap_or_else(|e| panic!("{e}"));
     for warning in &set.warnings {
         for line in warning.lines() {

@@ -354,7 +354,8 @@ fn _tier1_code<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<Py
 
 /// Disassembly of a code object's tier-1 code: a list of (bytecode index,
 /// stencil, [(address, bytes, text)]) per instruction, then ("exits", ...)
-/// for the shared exits; None when it has no tier-1 code.
+/// for the shared exits and ("cold", ...) for the stencils' cold parts;
+/// None when it has no tier-1 code.
 #[pyfunction]
 fn _tier1_disassemble<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<PyAny>> {
     let code = as_code(code)?;
@@ -374,6 +375,9 @@ fn _tier1_disassemble<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResul
     }
     blocks.sort_by_key(|b| b.2);
     blocks.push(("exits".into_py_any(py)?, "ERROR_EXIT, RERAISE_EXIT, DEOPT_EXIT", c.exits_offset));
+    if c.cold_offset < bytes.len() {
+        blocks.push(("cold".into_py_any(py)?, "the instructions' rarely taken paths", c.cold_offset));
+    }
     let out = PyList::empty(py);
     for i in 0..blocks.len() {
         let start = blocks[i].2;

@@ -42,6 +42,8 @@ pub fn emit_rust(set: &StencilSet) -> String {
         let _ = writeln!(w, "        data_holes: {},", holes(&s.data_holes));
         let _ = writeln!(w, "        data_align: {},", s.data_align);
         let _ = writeln!(w, "        trailing_continue: {:?},", s.trailing_continue);
+        let _ = writeln!(w, "        cold: {},", bytes(&s.cold));
+        let _ = writeln!(w, "        cold_holes: {},", holes(&s.cold_holes));
         let _ = writeln!(w, "    }},");
     }
     let _ = writeln!(w, "];");

@@ -55,6 +55,7 @@ pub(crate) struct RawStencil {
     data_holes: Vec<RawHole>,
     data_align: u32,
     trailing_continue: Option<u32>,
+    single_code_section: bool,
     /// Reaches a continuation through a GOT slot (see [`got_warning`]).
     got_continuation: bool,
 }
@@ -214,6 +215,7 @@ fn extract_stencil(
         data_holes,
         data_align,
         trailing_continue,
+        single_code_section: only_home,
         got_continuation,
     })
 }
@@ -432,6 +434,9 @@ pub(crate) fn link(target: Target, mut raw: Vec<RawStencil>) -> Result<StencilSe
             data_holes: finish(&s.data_holes),
             data_align: s.data_align,
             trailing_continue: s.trailing_continue,
+            cold: Vec::new(),
+            cold_holes: Vec::new(),
+            single_code_section: s.single_code_section,
         })
         .collect();
     let through_got: Vec<&str> = raw.iter().filter(|s| s.got_continuation).map(|s| s.name.as_str()).collect();

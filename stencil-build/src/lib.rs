@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 mod compile;
 mod emit;
 mod extract;
+mod split;
 mod target;
 
 /// The table types shared with the `ember-stencils` crate (one source file,
@@ -55,6 +56,9 @@ pub struct Config {
     pub work_dir: PathBuf,
     /// Parallel clang processes (0: one per available core).
     pub jobs: usize,
+    /// Move each stencil's rarely taken paths to its cold part (x86-64;
+    /// see `split.rs`).
+    pub split_cold: bool,
 }
 
 impl Config {
@@ -68,6 +72,7 @@ impl Config {
             sources: Vec::new(),
             work_dir: work_dir.into(),
             jobs: 0,
+            split_cold: false,
         }
     }
 }
@@ -123,13 +128,19 @@ pub struct BuiltStencil {
     pub data_holes: Vec<Hole>,
     pub data_align: u32,
     pub trailing_continue: Option<u32>,
+    /// The cold part (see `Stencil::cold`): filled by [`split::split_cold`].
+    pub cold: Vec<u8>,
+    pub cold_holes: Vec<Hole>,
+    /// The code is the stencil function's own section only (no helper
+    /// functions copied after it): the precondition of splitting.
+    pub single_code_section: bool,
 }
 
 impl BuiltStencil {
     /// Hole counts by value kind (`Symbol(_)` counted together), for reports.
     pub fn hole_counts(&self) -> BTreeMap<&'static str, usize> {
         let mut counts = BTreeMap::new();
-        for hole in self.code_holes.iter().chain(&self.data_holes) {
+        for hole in self.code_holes.iter().chain(&self.data_holes).chain(&self.cold_holes) {
             *counts.entry(hole_value_name(hole.value)).or_insert(0) += 1;
         }
         counts
@@ -151,6 +162,7 @@ pub fn hole_value_name(value: HoleValue) -> &'static str {
         HoleValue::Deopt => "Deopt",
         HoleValue::Code => "Code",
         HoleValue::Data => "Data",
+        HoleValue::Cold => "Cold",
         HoleValue::Symbol(_) => "Symbol",
     }
 }
@@ -194,6 +206,11 @@ pub fn build(config: &Config) -> Result<StencilSet, Error> {
         config.target,
         objects.iter().map(|o| (o.source.as_path(), o.bytes.as_slice())),
     )?;
+    if config.split_cold && config.target == Target::X86_64 {
+        for s in &mut set.stencils {
+            split::split_cold(s);
+        }
+    }
     let mut warnings: Vec<String> = objects.iter().filter_map(|o| o.diagnostics.clone()).collect();
     warnings.append(&mut set.warnings);
     set.warnings = warnings;

@@ -78,7 +78,9 @@ fn check_invariants(set: &StencilSet) {
     assert!(set.stencils.windows(2).all(|w| w[0].name < w[1].name), "stencils sorted by name");
     assert!(set.symbols.windows(2).all(|w| w[0] < w[1]), "symbols sorted and unique");
     for s in &set.stencils {
-        for (holes, len) in [(&s.code_holes, s.code.len()), (&s.data_holes, s.data.len())] {
+        for (holes, len) in
+            [(&s.code_holes, s.code.len()), (&s.data_holes, s.data.len()), (&s.cold_holes, s.cold.len())]
+        {
             assert!(holes.windows(2).all(|w| w[0].offset < w[1].offset), "{}: holes sorted", s.name);
             for h in holes.iter() {
                 assert!(h.offset as usize + field_size(h.kind) <= len, "{}: hole {h:?} outside its blob", s.name);
@@ -371,4 +373,44 @@ fn cpython_layouts_agree_between_targets() {
     assert_eq!(blobs[0].len(), 24 * 8);
     let words = |b: &[u8]| b.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>();
     assert_eq!(words(&blobs[0]), words(&blobs[1]), "x86-64 vs aarch64 layouts");
+}
+
+#[test]
+fn cold_paths_split_on_x86_64() {
+    let work = scratch("split");
+    let whole = build(&config(Target::X86_64, &[fixtures().join("ops.c")], &work)).unwrap_or_else(|e| panic!("{e}"));
+    let mut with_split = config(Target::X86_64, &[fixtures().join("ops.c")], &work);
+    with_split.split_cold = true;
+    let split = build(&with_split).unwrap_or_else(|e| panic!("{e}"));
+    let _ = fs::remove_dir_all(&work);
+    check_invariants(&split);
+    // What a stencil refers to is kept; the parts add branches to each
+    // other (Code, Cold) and to the next stencil (Continue).
+    let kept = |holes: Vec<HoleValue>| {
+        let mut v: Vec<String> = holes
+            .into_iter()
+            .filter(|v| !matches!(v, HoleValue::Code | HoleValue::Cold | HoleValue::Continue))
+            .map(|v| format!("{v:?}"))
+            .collect();
+        v.sort();
+        v
+    };
+    let mut n_split = 0;
+    for (w, s) in whole.stencils.iter().zip(&split.stencils) {
+        if s.cold.is_empty() {
+            assert_eq!(w, s);
+            continue;
+        }
+        n_split += 1;
+        let mut both = values(&s.code_holes);
+        both.extend(values(&s.cold_holes));
+        assert_eq!(kept(values(&w.code_holes)), kept(both), "{}", s.name);
+        // The common path ends with its jump to the next stencil.
+        let tail = s.trailing_continue.expect("a split stencil ends its common path with a jump to Continue");
+        assert_eq!(tail as usize, s.code.len() - 5, "{}", s.name);
+        let last = s.code_holes.last().unwrap();
+        assert_eq!((last.offset, last.value), (tail + 1, HoleValue::Continue), "{}", s.name);
+        assert!(s.code.len() < w.code.len(), "{}: the common path is shorter", s.name);
+    }
+    assert!(n_split > 0, "no fixture stencil was split");
 }

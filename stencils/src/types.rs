@@ -51,6 +51,9 @@ pub enum HoleValue {
     Code,
     /// Start of this stencil's copied data.
     Data,
+    /// Start of this stencil's cold part (`Stencil::cold`), placed apart
+    /// from the code that runs on the common path.
+    Cold,
     /// An external symbol, by index into `SYMBOLS`.
     Symbol(u16),
 }
@@ -79,4 +82,11 @@ pub struct Stencil {
     /// Offset of a final jump to `Continue` that may be dropped when the next
     /// stencil follows directly (the code is then `code[..offset]`).
     pub trailing_continue: Option<u32>,
+    /// The paths taken rarely (guard failures, errors, deallocation, slow
+    /// calls), moved out of `code` so that compiled code on the common path
+    /// is dense: tier 1 places every stencil's cold part after all the code
+    /// of a function. `code` reaches it through `Cold` holes, and it
+    /// reaches `code` through `Code` holes. Empty when not split.
+    pub cold: &'static [u8],
+    pub cold_holes: &'static [Hole],
 }

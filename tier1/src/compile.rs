@@ -380,11 +380,14 @@ pub struct Compiled {
     /// Offset of the entry table in the block.
     table_off: usize,
     n_units: usize,
-    /// Bytes of machine code (stencils and exits, without trampolines or data).
+    /// Bytes of machine code (stencils, exits and cold parts, without
+    /// trampolines or data).
     pub code_bytes: usize,
     pub n_instructions: usize,
     /// Where the shared exits (ERROR_EXIT, RERAISE_EXIT, DEOPT_EXIT) start.
     pub exits_offset: usize,
+    /// Where the stencils' cold parts start (`code_bytes` when none).
+    pub cold_offset: usize,
     /// (bytecode index, code offset, stencil name) per instruction, for
     /// `ember.dis` (made when first iterated).
     pub map: InstrMap,
@@ -508,6 +511,11 @@ struct Item {
     code_len: u32,
     /// Holes patched: those that lie in the bytes copied.
     n_holes: u16,
+    /// Where the stencil's common path is (`code_off`, except for a cold
+    /// part), where its cold part is, and where it continues.
+    hot_off: u32,
+    cold_off: u32,
+    cont_off: u32,
     /// A LINE_CHECK: it continues into the next placed stencil, its
     /// instruction's.
     line_check: bool,
@@ -528,6 +536,8 @@ struct Scratch {
     /// Per code unit: offset of the code entered there, or `NO_OFFSET`.
     unit_off: Vec<u32>,
     staging: Vec<u8>,
+    /// Placed stencils whose cold parts are still to place.
+    cold_items: Vec<Item>,
 }
 
 thread_local! {
@@ -640,6 +650,7 @@ impl Compiler {
         let (lc_len, lc_holes) = lc.short();
         let mut current = NO_LINE;
         let mut off: usize = 0;
+        let mut cold_bytes: usize = 0;
         let mut extra = false;
         for (k, instr) in s.instrs.iter_mut().enumerate() {
             let line = instr.line;
@@ -656,6 +667,7 @@ impl Compiler {
                     return Err(Refusal::Malformed(e.clone()));
                 }
                 off += lc_len as usize;
+                cold_bytes += lc.cold_len();
                 extra |= lc.extra;
             }
             let p = self.ops[instr.opcode as usize].prog;
@@ -668,6 +680,7 @@ impl Compiler {
             }
             extra |= prog.extra;
             off += (if k + 1 < n { prog.short() } else { prog.full() }).0 as usize;
+            cold_bytes += prog.cold_len();
         }
         let instrs = &s.instrs[..];
         let mut exit_offs = [0u64; 3];
@@ -679,8 +692,11 @@ impl Compiler {
             extra |= prog.extra;
             exit_offs[i] = off as u64;
             off += prog.full().0 as usize;
+            cold_bytes += prog.cold_len();
         }
-        let code_bytes = off;
+        // The cold parts, after all the code of the common paths.
+        let cold_start = off;
+        let code_bytes = off + cold_bytes;
         let mut layout = Extra { tramp_off: code_bytes, got_off: code_bytes, end: code_bytes };
         if extra {
             layout = self.extra_layout(instrs, lc, code_bytes);
@@ -711,23 +727,39 @@ impl Compiler {
             exit_offs,
             extra: &layout,
         };
+        let mut cold_off = cold_start as u32;
+        s.cold_items.clear();
+        let cold_items = &mut s.cold_items;
+        // Where the cold part of a stencil placed at `code_off` goes.
+        let mut place_cold = |item: &mut Item, prog: &Prog| {
+            item.cold_off = cold_off;
+            if prog.cold.is_some() {
+                cold_items.push(*item);
+                cold_off += prog.cold_len() as u32;
+            }
+        };
         let mut values = [0u64; 16];
         values[slot::ERROR as usize] = base + exit_offs[0];
         values[slot::DEOPT as usize] = base + exit_offs[2];
         values[slot::REGION as usize] = region;
         for (k, instr) in instrs.iter().enumerate() {
             if instr.line_start {
-                let item = Item {
+                let code_off = buf.len() as u32;
+                let mut item = Item {
                     prog: line_check,
                     instr: k as u32,
-                    code_off: buf.len() as u32,
+                    code_off,
                     code_len: lc_len,
                     n_holes: lc_holes,
+                    hot_off: code_off,
+                    cold_off: 0,
+                    cont_off: code_off + lc_len,
                     line_check: true,
                     operand0: Some(info.instrumentation_version),
                     operand1: None,
                     jump: Target::None,
                 };
+                place_cold(&mut item, lc);
                 self.emit(&cx, &item, lc, &mut values, buf)?;
             }
             let op = &self.ops[instr.opcode as usize];
@@ -752,34 +784,52 @@ impl Compiler {
                 },
             };
             let (code_len, n_holes) = if k + 1 < n { prog.short() } else { prog.full() };
-            let item = Item {
+            let code_off = buf.len() as u32;
+            let mut item = Item {
                 prog: op.prog,
                 instr: k as u32,
-                code_off: buf.len() as u32,
+                code_off,
                 code_len,
                 n_holes,
+                hot_off: code_off,
+                cold_off: 0,
+                cont_off: code_off + code_len,
                 line_check: false,
                 operand0,
                 operand1,
                 jump,
             };
+            place_cold(&mut item, prog);
             self.emit(&cx, &item, prog, &mut values, buf)?;
         }
         for p in [error_exit, reraise_exit, deopt_exit] {
             let prog = &progs[p as usize];
             let (code_len, n_holes) = prog.full();
-            let item = Item {
+            let code_off = buf.len() as u32;
+            let mut item = Item {
                 prog: p,
                 instr: NO_INSTR,
-                code_off: buf.len() as u32,
+                code_off,
                 code_len,
                 n_holes,
+                hot_off: code_off,
+                cold_off: 0,
+                cont_off: code_off + code_len,
                 line_check: false,
                 operand0: Some(entries_addr),
                 operand1: None,
                 jump: Target::None,
             };
+            place_cold(&mut item, prog);
             self.emit(&cx, &item, prog, &mut values, buf)?;
+        }
+        debug_assert_eq!(buf.len(), cold_start);
+        for hot in s.cold_items.iter() {
+            let cold = progs[hot.prog as usize].cold.as_deref().expect("placed for its cold part");
+            let (code_len, n_holes) = cold.full();
+            debug_assert_eq!(buf.len() as u32, hot.cold_off);
+            let item = Item { code_off: hot.cold_off, code_len, n_holes, ..*hot };
+            self.emit(&cx, &item, cold, &mut values, buf)?;
         }
         debug_assert_eq!(buf.len(), code_bytes);
         if extra {
@@ -814,6 +864,7 @@ impl Compiler {
             code_bytes,
             n_instructions: n,
             exits_offset: exit_offs[0] as usize,
+            cold_offset: cold_start,
             opcode_signature: signature,
         })
     }
@@ -833,10 +884,10 @@ impl Compiler {
             | 1 << slot::CODE
             | 1 << slot::DATA
             | 1 << slot::ZERO
-            | 1 << slot::REGION;
+            | 1 << slot::REGION
+            | 1 << slot::COLD;
         const INSTR: u16 = 1 << slot::OPARG | 1 << slot::THIS_INSTR | 1 << slot::NEXT_INSTR;
         let code_off = item.code_off as usize;
-        let code_end = code_off + item.code_len as usize;
         let base = cx.base;
         buf.extend_from_slice(&prog.template[..item.code_len as usize]);
         let holes = &prog.holes[..item.n_holes as usize];
@@ -845,7 +896,8 @@ impl Compiler {
         }
         let needs = prog.needs(item.n_holes);
         let mut avail = ALWAYS;
-        values[slot::CODE as usize] = base + code_off as u64;
+        values[slot::CODE as usize] = base + item.hot_off as u64;
+        values[slot::COLD as usize] = base + item.cold_off as u64;
         values[slot::DATA as usize] = cx.region + prog.shared_data as u64;
         if item.instr != NO_INSTR {
             let i = &cx.instrs[item.instr as usize];
@@ -861,7 +913,7 @@ impl Compiler {
             // Stencils are laid out back to back: what follows is the next
             // instruction's code (for a LINE_CHECK: its own instruction's).
             if item.line_check || (i.next as usize) < cx.n_units {
-                values[slot::CONTINUE as usize] = base + code_end as u64;
+                values[slot::CONTINUE as usize] = base + item.cont_off as u64;
                 avail |= 1 << slot::CONTINUE;
             }
         }
@@ -1013,7 +1065,7 @@ impl Compiler {
                     bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.dispatch as u64
                 }
                 HoleValue::NextInstr => bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.next as u64,
-                HoleValue::Continue => base + (item.code_off + item.code_len) as u64,
+                HoleValue::Continue => base + item.cont_off as u64,
                 HoleValue::Jump => match item.jump {
                     Target::Unit(t) => match cx.unit_off.get(t as usize) {
                         Some(&o) if o != NO_OFFSET => base + o as u64,
@@ -1024,7 +1076,8 @@ impl Compiler {
                 },
                 HoleValue::Error => base + cx.exit_offs[0],
                 HoleValue::Deopt => base + cx.exit_offs[2],
-                HoleValue::Code => base + item.code_off as u64,
+                HoleValue::Code => base + item.hot_off as u64,
+                HoleValue::Cold => base + item.cold_off as u64,
                 HoleValue::Data => base + data_off as u64,
                 HoleValue::Symbol(i) => self.programs.symbol(i).ok_or_else(|| missing("a symbol it could not resolve"))?,
             };
@@ -1084,7 +1137,7 @@ fn patch_general(
                         return Err(missing("an instruction after the last"));
                     }
                 }
-                base + (code_off + item.code_len as usize) as u64
+                base + item.cont_off as u64
             }
             Src::Jump => match item.jump {
                 Target::Unit(t) => match cx.unit_off[t as usize] {
@@ -1098,7 +1151,8 @@ fn patch_general(
             },
             Src::Error => base + cx.exit_offs[0],
             Src::Deopt => base + cx.exit_offs[2],
-            Src::Code => base + code_off as u64,
+            Src::Code => base + item.hot_off as u64,
+            Src::Cold => base + item.cold_off as u64,
             Src::Data => match data_off {
                 Some(o) => base + o as u64,
                 None => region + prog.shared_data as u64,

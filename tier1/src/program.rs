@@ -27,6 +27,7 @@ pub enum Src {
     Deopt,
     Code,
     Data,
+    Cold,
     /// `SYMBOLS[i]` and its address.
     Symbol(u16, u64),
 }
@@ -51,7 +52,9 @@ pub mod slot {
     /// The region's base: the bias is the offset of a symbol's GOT slot
     /// (plus the addend).
     pub const REGION: u8 = 13;
-    pub const COUNT: usize = 14;
+    /// Where the placed stencil's cold part is.
+    pub const COLD: u8 = 14;
+    pub const COUNT: usize = 15;
 }
 
 /// A hole left to patch per compilation.
@@ -114,6 +117,9 @@ pub struct Prog {
     pub instance_data: bool,
     /// Offset of its shared data in the region header.
     pub shared_data: u32,
+    /// Its cold part (`Stencil::cold`), placed after a function's code, as
+    /// a program of its own: `Code` is where the common path was placed.
+    pub cold: Option<Box<Prog>>,
 }
 
 impl Prog {
@@ -147,6 +153,12 @@ impl Prog {
         } else {
             self.needs_full
         }
+    }
+
+    /// Bytes of its cold part.
+    #[inline(always)]
+    pub fn cold_len(&self) -> usize {
+        self.cold.as_ref().map_or(0, |c| c.template.len())
     }
 }
 
@@ -188,7 +200,21 @@ impl Programs {
                     shared_data = header.len() as u32;
                     header.extend_from_slice(st.data);
                 }
-                build(st, &symbols, instance_data, shared_data)
+                let mut prog = build(st, st.code, st.code_holes, st.trailing_continue, &symbols, instance_data, shared_data);
+                if !st.cold.is_empty() {
+                    let cold = build(st, st.cold, st.cold_holes, None, &symbols, false, shared_data);
+                    // Cold parts are placed without the per-function extras
+                    // (trampolines, GOT slots, a copy of the data).
+                    let why = cold.error.clone().or_else(|| {
+                        let own_data = instance_data && cold.holes.iter().any(|h| h.src == Src::Data);
+                        (cold.extra || own_data).then(|| format!("{}: its cold part needs a per-function extra", st.name))
+                    });
+                    if let Some(e) = why {
+                        prog.error.get_or_insert(e);
+                    }
+                    prog.cold = Some(Box::new(cold));
+                }
+                prog
             })
             .collect();
         Programs { progs, header, symbols }
@@ -212,9 +238,17 @@ impl Programs {
     }
 }
 
-fn build(st: &'static Stencil, symbols: &[Option<u64>], instance_data: bool, shared_data: u32) -> Prog {
-    let mut template = st.code.to_vec().into_boxed_slice();
-    let mut holes = Vec::with_capacity(st.code_holes.len());
+fn build(
+    st: &'static Stencil,
+    code: &'static [u8],
+    code_holes: &'static [ember_stencils::Hole],
+    trailing_continue: Option<u32>,
+    symbols: &[Option<u64>],
+    instance_data: bool,
+    shared_data: u32,
+) -> Prog {
+    let mut template = code.to_vec().into_boxed_slice();
+    let mut holes = Vec::with_capacity(code_holes.len());
     let mut error = None;
     let mut extra = instance_data;
     if instance_data && st.data_align as usize > crate::jitmem::BLOCK_ALIGN {
@@ -222,10 +256,10 @@ fn build(st: &'static Stencil, symbols: &[Option<u64>], instance_data: bool, sha
         // page-aligned) may be more.
         error = Some(format!("{}: data with holes aligned to {}", st.name, st.data_align));
     }
-    let mut sorted: Vec<_> = st.code_holes.iter().collect();
+    let mut sorted: Vec<_> = code_holes.iter().collect();
     sorted.sort_by_key(|h| h.offset);
     for h in sorted {
-        if let Err(e) = patch::check_field(st.code, h.offset as usize, h.kind) {
+        if let Err(e) = patch::check_field(code, h.offset as usize, h.kind) {
             error.get_or_insert_with(|| format!("{}: {e:?}", st.name));
             continue;
         }
@@ -242,6 +276,7 @@ fn build(st: &'static Stencil, symbols: &[Option<u64>], instance_data: bool, sha
             HoleValue::Deopt => Src::Deopt,
             HoleValue::Code => Src::Code,
             HoleValue::Data => Src::Data,
+            HoleValue::Cold => Src::Cold,
             HoleValue::Symbol(i) => match symbols.get(i as usize).copied().flatten() {
                 Some(addr) => Src::Symbol(i, addr),
                 None => {
@@ -267,7 +302,7 @@ fn build(st: &'static Stencil, symbols: &[Option<u64>], instance_data: bool, sha
         };
         holes.push(FHole { offset: h.offset, kind: h.kind, op: patch::Op::of(h.kind), slot, bias, src, addend: h.addend, got, trampoline });
     }
-    let short_len = st.trailing_continue.map_or(st.code.len(), |o| o as usize);
+    let short_len = trailing_continue.map_or(code.len(), |o| o as usize);
     let n_short = holes.iter().take_while(|h| (h.offset as usize) < short_len).count();
     if holes[..n_short].iter().any(|h| h.offset as usize + h.op.size() > short_len) {
         error.get_or_insert_with(|| format!("{}: a hole straddles its trailing jump", st.name));
@@ -296,6 +331,7 @@ fn build(st: &'static Stencil, symbols: &[Option<u64>], instance_data: bool, sha
         extra,
         instance_data,
         shared_data,
+        cold: None,
     }
 }
 
@@ -313,6 +349,7 @@ fn slot_of(src: Src) -> u8 {
         Src::Deopt => slot::DEOPT,
         Src::Code => slot::CODE,
         Src::Data => slot::DATA,
+        Src::Cold => slot::COLD,
         Src::Symbol(..) => slot::ZERO,
     }
 }

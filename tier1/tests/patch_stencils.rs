@@ -57,6 +57,7 @@ fn value_of(v: stencil_build::HoleValue) -> HoleValue {
         V::Deopt => HoleValue::Deopt,
         V::Code => HoleValue::Code,
         V::Data => HoleValue::Data,
+        V::Cold => HoleValue::Cold,
         V::Symbol(i) => HoleValue::Symbol(i),
     }
 }
@@ -144,6 +145,7 @@ impl Layout {
             HoleValue::Deopt => self.code_base + 0x2_0000_0000,
             HoleValue::Code => self.code_base,
             HoleValue::Data => self.data_base,
+            HoleValue::Cold => self.code_base + 0x8000,
             HoleValue::Symbol(i) => 0x7fee_0000_0000 + 0x100 * i as u64,
         }
     }

@@ -163,6 +163,8 @@ def dis(func, file=None) -> None:
     for index, stencil, lines in blocks:
         if index == "exits":
             print(f"\n  shared exits: {stencil}", file=out)
+        elif index == "cold":
+            print(f"\n  cold paths: {stencil}", file=out)
         else:
             ins = instrs.get(2 * index)
             what = f"{ins.opname} {ins.argrepr}".rstrip() if ins else "?"

@@ -1,0 +1,377 @@
+//! Hot/cold splitting of x86-64 stencils.
+//!
+//! clang lays a stencil out as one function: the common path, and between
+//! and after its pieces the rare ones (a guard that failed, an error, a
+//! deallocation, a call to a slow helper). Copied back to back, stencils
+//! then spread the instructions a loop actually runs over several times the
+//! cache lines they need, and compiled code runs out of the instruction
+//! cache long before the interpreter does. So each stencil is cut after the
+//! first jump to its continuation (the end of its common path, as clang
+//! orders blocks): the part before stays `code`, the rest becomes `cold`,
+//! which tier 1 places after all the code of a function.
+//!
+//! Both parts keep their instructions' bytes; only the branches between
+//! the parts change. A branch from one part to the other becomes a 32-bit
+//! branch whose displacement is a hole (`Cold` or `Code`, plus the target's
+//! offset); a short branch within a part that no longer reaches is widened;
+//! a branch to the end of the code, or a fall through it, becomes a jump to
+//! `Continue`. A stencil is left whole when anything in it could depend on
+//! where its instructions are and is not a hole or a plain branch (a
+//! RIP-relative operand without a relocation, a call within the stencil,
+//! an encoding not recognised), when helpers were copied after it, or when
+//! its data refers to its code.
+
+use iced_x86::{Decoder, DecoderOptions, FlowControl, OpKind};
+
+use crate::types::{Hole, HoleValue, RelocKind};
+use crate::BuiltStencil;
+
+/// Cold parts smaller than this are not worth a separate place.
+const MIN_COLD: usize = 16;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Part {
+    Hot,
+    Cold,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// Copied as is (holes within move with it).
+    Opaque,
+    /// `jcc` (condition code) or `jmp` (`None`) within the stencil, without
+    /// a hole; `target` is an old offset (`code.len()`: the end).
+    Branch { cc: Option<u8>, target: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Insn {
+    off: u32,
+    len: u32,
+    kind: Kind,
+    /// Encoded with a 32-bit displacement in the new layout.
+    near: bool,
+    /// New offset, within its part.
+    new_off: u32,
+}
+
+impl Insn {
+    fn new_len(&self) -> u32 {
+        match self.kind {
+            Kind::Opaque => self.len,
+            Kind::Branch { cc, .. } => match (self.near, cc) {
+                (false, _) => 2,
+                (true, None) => 5,
+                (true, Some(_)) => 6,
+            },
+        }
+    }
+}
+
+/// Splits `s` in place if it can (x86-64 stencils only); returns whether it did.
+pub(crate) fn split_cold(s: &mut BuiltStencil) -> bool {
+    match plan(s) {
+        Some((code, code_holes, cold, cold_holes, tail)) => {
+            s.code = code;
+            s.code_holes = code_holes;
+            s.cold = cold;
+            s.cold_holes = cold_holes;
+            s.trailing_continue = Some(tail);
+            true
+        }
+        None => false,
+    }
+}
+
+type Plan = (Vec<u8>, Vec<Hole>, Vec<u8>, Vec<Hole>, u32);
+
+fn is_continue_jump(code: &[u8], holes: &[Hole], off: u32, len: u32) -> bool {
+    len == 5
+        && code[off as usize] == 0xE9
+        && holes.iter().any(|h| {
+            h.offset == off + 1 && h.kind == RelocKind::X86_64_PC32 && h.value == HoleValue::Continue && h.addend == -4
+        })
+}
+
+fn plan(s: &BuiltStencil) -> Option<Plan> {
+    let code = &s.code;
+    let end = code.len() as u32;
+    if !s.single_code_section || !s.cold.is_empty() || code.len() < MIN_COLD {
+        return None;
+    }
+    if s.data_holes.iter().any(|h| h.value == HoleValue::Code) {
+        return None;
+    }
+    // Holes by offset; every field must lie inside one instruction.
+    let mut holes = s.code_holes.clone();
+    holes.sort_by_key(|h| h.offset);
+
+    let mut insns: Vec<Insn> = Vec::new();
+    let mut decoder = Decoder::with_ip(64, code, 0, DecoderOptions::NONE);
+    let mut hole_i = 0;
+    while decoder.can_decode() {
+        let ins = decoder.decode();
+        if ins.is_invalid() {
+            return None;
+        }
+        let off = ins.ip() as u32;
+        let len = ins.len() as u32;
+        // Holes starting in this instruction.
+        let first = hole_i;
+        while hole_i < holes.len() && holes[hole_i].offset < off + len {
+            if holes[hole_i].offset < off {
+                return None;
+            }
+            hole_i += 1;
+        }
+        let has_hole = hole_i > first;
+        let bytes = &code[off as usize..(off + len) as usize];
+        let branch = ins.op0_kind() == OpKind::NearBranch64 || ins.op0_kind() == OpKind::NearBranch32;
+        let kind = if has_hole {
+            Kind::Opaque
+        } else if branch {
+            let target = ins.near_branch_target();
+            if target > end as u64 {
+                return None;
+            }
+            let target = target as u32;
+            let cc = match (bytes, ins.flow_control()) {
+                ([b, _], FlowControl::ConditionalBranch) if (0x70..=0x7F).contains(b) => Some(b & 0x0F),
+                ([0x0F, b, _, _, _, _], FlowControl::ConditionalBranch) if (0x80..=0x8F).contains(b) => Some(b & 0x0F),
+                ([0xEB, _], FlowControl::UnconditionalBranch) | ([0xE9, _, _, _, _], FlowControl::UnconditionalBranch) => {
+                    None
+                }
+                // A call within the stencil, loop, jrcxz, a prefixed form...
+                _ => return None,
+            };
+            Kind::Branch { cc, target }
+        } else if ins.is_ip_rel_memory_operand() {
+            // Addresses something relative to itself with no relocation.
+            return None;
+        } else {
+            Kind::Opaque
+        };
+        let near = len > 2 && matches!(kind, Kind::Branch { .. });
+        insns.push(Insn { off, len, kind, near, new_off: 0 });
+    }
+    if hole_i != holes.len() {
+        return None;
+    }
+    let offs: Vec<u32> = insns.iter().map(|i| i.off).collect();
+    let index_of = |off: u32| offs.binary_search(&off).ok();
+    // Every branch lands on an instruction (or the end).
+    for i in &insns {
+        if let Kind::Branch { target, .. } = i.kind {
+            if target != end && index_of(target).is_none() {
+                return None;
+            }
+        }
+    }
+    // The common path ends at the first jump to the continuation.
+    let cut = insns.iter().position(|i| is_continue_jump(code, &holes, i.off, i.len))? + 1;
+    if cut >= insns.len() {
+        return None;
+    }
+    let split_off = insns[cut].off;
+    if (end - split_off) < MIN_COLD as u32 {
+        return None;
+    }
+    let part = |off: u32| if off < split_off { Part::Hot } else { Part::Cold };
+    // The cold part must not run off its end into whatever follows it: the
+    // original fell through into the next stencil there.
+    let last = insns.last().unwrap();
+    let falls_through = !matches!(
+        decode_flow(code, last.off),
+        Some(FlowControl::UnconditionalBranch | FlowControl::IndirectBranch | FlowControl::Return | FlowControl::Exception)
+    );
+
+    // Branches to the other part, or to the end, are 32-bit holes.
+    for i in insns.iter_mut() {
+        if let Kind::Branch { target, .. } = i.kind {
+            if target == end || part(target) != part(i.off) {
+                i.near = true;
+            }
+        }
+    }
+    // Lay out; widen short branches that no longer reach, until none does.
+    loop {
+        let mut pos = [0u32; 2];
+        for i in insns.iter_mut() {
+            let p = part(i.off) as usize;
+            i.new_off = pos[p];
+            pos[p] += i.new_len();
+        }
+        let mut widened = false;
+        for k in 0..insns.len() {
+            let i = insns[k];
+            if let (Kind::Branch { target, .. }, false) = (i.kind, i.near) {
+                let t = insns[index_of(target).unwrap()].new_off as i64;
+                let disp = t - (i.new_off + i.new_len()) as i64;
+                if disp < i8::MIN as i64 || disp > i8::MAX as i64 {
+                    insns[k].near = true;
+                    widened = true;
+                }
+            }
+        }
+        if !widened {
+            break;
+        }
+    }
+    let new_target = |off: u32| -> (Part, u32) {
+        let t = &insns[index_of(off).unwrap()];
+        (part(off), t.new_off)
+    };
+
+    let mut out: [(Vec<u8>, Vec<Hole>); 2] = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
+    let mut hole_i = 0;
+    for i in &insns {
+        let p = part(i.off);
+        let (buf, hs) = &mut out[p as usize];
+        debug_assert_eq!(buf.len() as u32, i.new_off);
+        match i.kind {
+            Kind::Opaque => {
+                buf.extend_from_slice(&code[i.off as usize..(i.off + i.len) as usize]);
+                while hole_i < holes.len() && holes[hole_i].offset < i.off + i.len {
+                    let h = holes[hole_i];
+                    hole_i += 1;
+                    let field = h.offset - i.off;
+                    let mut moved = Hole { offset: i.new_off + field, ..h };
+                    if h.value == HoleValue::Code {
+                        // An address within the stencil: where it went.
+                        let pc_relative = matches!(h.kind, RelocKind::X86_64_PC32);
+                        // For a PC-relative field the instruction's target is
+                        // the addend plus the distance from the field to its end.
+                        let bias = if pc_relative { (i.len - field) as i64 } else { 0 };
+                        let old_target = h.addend + bias;
+                        if old_target < 0 || old_target > end as i64 {
+                            return None;
+                        }
+                        let old_target = old_target as u32;
+                        if old_target == end || index_of(old_target).is_none() {
+                            return None;
+                        }
+                        let (tp, t) = new_target(old_target);
+                        moved.value = if tp == Part::Hot { HoleValue::Code } else { HoleValue::Cold };
+                        moved.addend = t as i64 - bias;
+                    }
+                    hs.push(moved);
+                }
+            }
+            Kind::Branch { cc, target } => {
+                let next = i.new_off + i.new_len();
+                if !i.near {
+                    let (_, t) = new_target(target);
+                    let disp = (t as i64 - next as i64) as i8;
+                    buf.push(match cc {
+                        Some(c) => 0x70 | c,
+                        None => 0xEB,
+                    });
+                    buf.push(disp as u8);
+                    continue;
+                }
+                match cc {
+                    Some(c) => buf.extend_from_slice(&[0x0F, 0x80 | c]),
+                    None => buf.push(0xE9),
+                }
+                let field = buf.len() as u32;
+                if target == end {
+                    buf.extend_from_slice(&[0; 4]);
+                    hs.push(Hole { offset: field, kind: RelocKind::X86_64_PC32, value: HoleValue::Continue, addend: -4 });
+                    continue;
+                }
+                let (tp, t) = new_target(target);
+                if tp == p {
+                    buf.extend_from_slice(&(t as i32 - next as i32).to_le_bytes());
+                } else {
+                    buf.extend_from_slice(&[0; 4]);
+                    let value = if tp == Part::Hot { HoleValue::Code } else { HoleValue::Cold };
+                    hs.push(Hole { offset: field, kind: RelocKind::X86_64_PC32, value, addend: t as i64 - 4 });
+                }
+            }
+        }
+    }
+    let [(hot, hot_holes), (mut cold, mut cold_holes)] = out;
+    if falls_through {
+        cold.push(0xE9);
+        cold_holes.push(Hole { offset: cold.len() as u32, kind: RelocKind::X86_64_PC32, value: HoleValue::Continue, addend: -4 });
+        cold.extend_from_slice(&[0; 4]);
+    }
+    // The common path ends with its jump to the continuation: dropped when
+    // the next stencil follows.
+    let tail = hot.len() as u32 - 5;
+    debug_assert!(is_continue_jump(&hot, &hot_holes, tail, 5));
+    Some((hot, hot_holes, cold, cold_holes, tail))
+}
+
+fn decode_flow(code: &[u8], off: u32) -> Option<FlowControl> {
+    let mut d = Decoder::with_ip(64, &code[off as usize..], off as u64, DecoderOptions::NONE);
+    let ins = d.decode();
+    (!ins.is_invalid()).then(|| ins.flow_control())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stencil(code: Vec<u8>, code_holes: Vec<Hole>) -> BuiltStencil {
+        BuiltStencil {
+            name: "T".into(),
+            source: "t.c".into(),
+            code,
+            code_holes,
+            data: Vec::new(),
+            data_holes: Vec::new(),
+            data_align: 1,
+            trailing_continue: None,
+            cold: Vec::new(),
+            cold_holes: Vec::new(),
+            single_code_section: true,
+        }
+    }
+
+    fn cont(offset: u32) -> Hole {
+        Hole { offset, kind: RelocKind::X86_64_PC32, value: HoleValue::Continue, addend: -4 }
+    }
+
+    #[test]
+    fn splits_after_the_first_continue_jump() {
+        // 0: test rdi,rdi; 3: je +6 (-> 11); 5: jmp CONTINUE; 10: nop;
+        // 11: mov eax,1 (5 bytes); 16: jmp -18 (-> 0, back into the hot part);
+        // 18..34: nops; then falls off the end.
+        let mut code = vec![0x48, 0x85, 0xFF, 0x74, 0x06, 0xE9, 0, 0, 0, 0, 0x90, 0xB8, 1, 0, 0, 0, 0xEB, 0xEE];
+        code.extend(std::iter::repeat_n(0x90, 16));
+        let mut s = stencil(code, vec![cont(6)]);
+        assert!(split_cold(&mut s));
+        // Hot: test; je rel32 -> Cold+1 (after the nop); jmp CONTINUE.
+        assert_eq!(s.code, vec![0x48, 0x85, 0xFF, 0x0F, 0x84, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0]);
+        assert_eq!(s.trailing_continue, Some(9));
+        assert_eq!(
+            s.code_holes,
+            vec![Hole { offset: 5, kind: RelocKind::X86_64_PC32, value: HoleValue::Cold, addend: 1 - 4 }, cont(10)]
+        );
+        // Cold: nop; mov; jmp rel32 -> Code+0; 16 nops; jmp CONTINUE (fell off the end).
+        assert_eq!(s.cold[..6], [0x90, 0xB8, 1, 0, 0, 0]);
+        assert_eq!(s.cold[6], 0xE9);
+        assert_eq!(s.cold.len(), 6 + 5 + 16 + 5);
+        assert_eq!(
+            s.cold_holes,
+            vec![
+                Hole { offset: 7, kind: RelocKind::X86_64_PC32, value: HoleValue::Code, addend: -4 },
+                cont(6 + 5 + 16 + 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn leaves_whole_what_it_cannot_move() {
+        // lea rax,[rip+0] without a relocation.
+        let mut code = vec![0x48, 0x8D, 0x05, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0];
+        code.extend(std::iter::repeat_n(0x90, 20));
+        let mut s = stencil(code.clone(), vec![cont(8)]);
+        assert!(!split_cold(&mut s));
+        assert_eq!(s.code, code);
+        // No jump to the continuation: nothing to cut after.
+        let mut s = stencil(vec![0x90; 40], vec![]);
+        assert!(!split_cold(&mut s));
+    }
+}
