@@ -69,6 +69,9 @@ fn main() {
         .include(format!("{include}/internal"))
         .include(&stencils_include)
         .define("Py_BUILD_CORE", "1")
+        // As the stencils (and CPython's release build): assertions in
+        // CPython's inline functions would cost every helper call.
+        .define("NDEBUG", None)
         .flag("-std=c11")
         .flag("-fno-strict-aliasing")
         .warnings(true)

@@ -352,3 +352,29 @@ def test_both_code_memory_backings(tmp_path, backing):
     p = run(textwrap.dedent(source) + textwrap.dedent(stats), extra, tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == [stock_out, "True True"], p.stderr
+
+
+def test_code_memory_under_a_file_size_limit(tmp_path):
+    # RLIMIT_FSIZE limits writes to a memfd as to any file (CPython ignores
+    # SIGXFSZ, so the write fails with EFBIG): compiled code must still be
+    # placed, in anonymous pages, and nothing refused for memory.
+    source = """
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
+        fs = []
+        for n in range(50):
+            ns = {}
+            exec(f"def f(x):\\n    return [i + {n} for i in range(x)]\\n", ns)
+            fs.append(ns["f"])
+        print(sum(sum(f(20)) for f in fs))
+        import ember
+        g = ember.stats()["global"]
+        print(all(ember.is_compiled(f) for f in fs), g["tier1"].get("refused", {}), g["interpreter_reasons"])
+    """
+    stock = run(source.split("        import ember")[0], {}, tmp_path)
+    assert stock.returncode == 0, stock.stderr
+    extra = {"EMBER": "1", "EMBER_MAX_TIER": "1", "EMBER_TIER1_THRESHOLD": "0"}
+    p = run(source, extra, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [stock.stdout.strip(), "True {} {}"], p.stderr

@@ -610,11 +610,19 @@ impl Compiler {
     }
 
     pub fn compile(&self, info: &CodeInfo<'_>) -> Result<Compiled, Refusal> {
-        SCRATCH.with(|s| match s.try_borrow_mut() {
-            Ok(mut s) => self.compile_with(info, &mut s),
-            // Re-entered (cannot happen under the GIL): fresh buffers.
-            Err(_) => self.compile_with(info, &mut Scratch::default()),
-        })
+        let once = || {
+            SCRATCH.with(|s| match s.try_borrow_mut() {
+                Ok(mut s) => self.compile_with(info, &mut s),
+                // Re-entered (cannot happen under the GIL): fresh buffers.
+                Err(_) => self.compile_with(info, &mut Scratch::default()),
+            })
+        };
+        match once() {
+            // The code was patched for a block the arena could not write;
+            // it now hands out blocks it can.
+            Err(Refusal::Memory(why)) if why == crate::jitmem::RETRY_ANON => once(),
+            r => r,
+        }
     }
 
     fn compile_with(&self, info: &CodeInfo<'_>, s: &mut Scratch) -> Result<Compiled, Refusal> {

@@ -10,7 +10,8 @@
 //!   per compilation and no page-table change, so publishing code costs
 //!   neither an `mprotect` nor a page fault. The file's pages are allocated
 //!   and mapped ahead in chunks (64 KiB, doubling to 2 MiB).
-//! * **anon** (when `memfd_create` is unavailable, or `EMBER_DEV_JIT_MEMORY=anon`):
+//! * **anon** (when `memfd_create` is unavailable, from the first write a
+//!   lowered `RLIMIT_FSIZE` refuses, or with `EMBER_DEV_JIT_MEMORY=anon`):
 //!   private anonymous pages, blocks rounded to whole pages, each block made
 //!   read-write, written, and made read-execute (two `mprotect`s per
 //!   compilation).
@@ -44,6 +45,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once};
+
+/// The message of the error [`Block::write`] returns when the arena has just
+/// switched to anonymous pages: the same code, compiled again, will fit.
+pub const RETRY_ANON: &str = "memfd write over the file size limit; arena switched to anonymous pages";
 
 /// Bytes of executable memory held by live compiled code (and region
 /// headers), process-wide: what `EMBER_CODE_LIMIT_MB` limits.
@@ -80,6 +85,7 @@ mod sys {
     pub const EBADF: c_int = 9;
     pub const EINVAL: c_int = 22;
     pub const ESPIPE: c_int = 29;
+    pub const EFBIG: c_int = 27;
     pub const SC_PAGESIZE: c_int = 30;
 
     extern "C" {
@@ -570,6 +576,17 @@ impl Block {
                     if matches!(e.raw_os_error(), Some(sys::EBADF | sys::EINVAL | sys::ESPIPE)) {
                         let mut st = self.arena.state.lock().unwrap_or_else(|e| e.into_inner());
                         st.regions[self.region as usize].broken = true;
+                    }
+                    // The program lowered RLIMIT_FSIZE (which limits writes
+                    // to a memfd as to any file): from now on the arena
+                    // takes anonymous pages, which no file limit applies to.
+                    if e.raw_os_error() == Some(sys::EFBIG) {
+                        let mut st = self.arena.state.lock().unwrap_or_else(|e| e.into_inner());
+                        for r in st.regions.iter_mut().filter(|r| r.backing == Backing::Memfd) {
+                            r.broken = true;
+                        }
+                        st.backing = Some(Backing::Anon);
+                        return Err(io::Error::new(io::ErrorKind::Interrupted, RETRY_ANON));
                     }
                     return Err(e);
                 }
