@@ -1,7 +1,7 @@
 //! Per-code counters and the promotion policy.
 
 pub mod ptrmap;
-pub use ptrmap::PtrMap;
+pub use ptrmap::{PtrMap, RawMap, Slot};
 
 use std::fmt;
 

@@ -12,8 +12,27 @@
 
 const MIN_CAPACITY: usize = 1024;
 
+/// One slot: C code may probe the table (see [`PtrMap::raw`]).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Slot<V> {
+    pub key: usize,
+    pub value: V,
+}
+
+/// The table as code outside Rust may probe it: `slots[hash(key) & mask]`
+/// onward, where hash is [`PtrMap`]'s (the top `64 - shift` bits of
+/// `key * 0x9E3779B97F4A7C15`). Valid until the next insert; `slots` is null
+/// while the map has never held anything.
+#[repr(C)]
+pub struct RawMap<V> {
+    pub slots: *const Slot<V>,
+    pub mask: usize,
+    pub shift: u32,
+}
+
 pub struct PtrMap<V: Copy> {
-    slots: Vec<(usize, V)>,
+    slots: Vec<Slot<V>>,
     len: usize,
     /// `64 - log2(capacity)`: the hash is the top bits of a product.
     shift: u32,
@@ -58,10 +77,10 @@ impl<V: Copy> PtrMap<V> {
         loop {
             // SAFETY: i <= mask < slots.len().
             let slot = unsafe { self.slots.get_unchecked(i) };
-            if slot.0 == key {
-                return slot.1;
+            if slot.key == key {
+                return slot.value;
             }
-            if slot.0 == 0 {
+            if slot.key == 0 {
                 return self.empty;
             }
             i = (i + 1) & mask;
@@ -78,12 +97,12 @@ impl<V: Copy> PtrMap<V> {
         let mut i = hash(key, self.shift);
         loop {
             let slot = &mut self.slots[i];
-            if slot.0 == key {
-                slot.1 = value;
+            if slot.key == key {
+                slot.value = value;
                 return;
             }
-            if slot.0 == 0 {
-                *slot = (key, value);
+            if slot.key == 0 {
+                *slot = Slot { key, value };
                 self.len += 1;
                 return;
             }
@@ -99,7 +118,7 @@ impl<V: Copy> PtrMap<V> {
         let mask = self.mask();
         let mut i = hash(key, self.shift);
         loop {
-            let k = self.slots[i].0;
+            let k = self.slots[i].key;
             if k == key {
                 break;
             }
@@ -108,14 +127,14 @@ impl<V: Copy> PtrMap<V> {
             }
             i = (i + 1) & mask;
         }
-        let value = self.slots[i].1;
+        let value = self.slots[i].value;
         // Backward shift: pull later members of the probe run into the hole
         // unless that would move them before their home slot.
         let mut hole = i;
         let mut j = i;
         loop {
             j = (j + 1) & mask;
-            let k = self.slots[j].0;
+            let k = self.slots[j].key;
             if k == 0 {
                 break;
             }
@@ -126,26 +145,34 @@ impl<V: Copy> PtrMap<V> {
                 hole = j;
             }
         }
-        self.slots[hole] = (0, self.empty);
+        self.slots[hole] = Slot { key: 0, value: self.empty };
         self.len -= 1;
         Some(value)
     }
 
     fn grow(&mut self) {
         let capacity = (self.slots.len() * 2).max(MIN_CAPACITY);
-        let old = std::mem::replace(&mut self.slots, vec![(0, self.empty); capacity]);
+        let old = std::mem::replace(&mut self.slots, vec![Slot { key: 0, value: self.empty }; capacity]);
         self.shift = 64 - capacity.trailing_zeros();
         self.len = 0;
-        for (k, v) in old {
-            if k != 0 {
-                self.insert(k, v);
+        for s in old {
+            if s.key != 0 {
+                self.insert(s.key, s.value);
             }
         }
     }
 
     /// Every entry, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (usize, V)> + '_ {
-        self.slots.iter().copied().filter(|s| s.0 != 0)
+        self.slots.iter().filter(|s| s.key != 0).map(|s| (s.key, s.value))
+    }
+
+    /// The table for probing from C (valid until the next insert).
+    pub fn raw(&self) -> RawMap<V> {
+        if self.slots.is_empty() {
+            return RawMap { slots: core::ptr::null(), mask: 0, shift: 0 };
+        }
+        RawMap { slots: self.slots.as_ptr(), mask: self.mask(), shift: self.shift }
     }
 }
 
@@ -153,6 +180,35 @@ impl<V: Copy> PtrMap<V> {
 mod tests {
     use super::PtrMap;
     use std::collections::HashMap;
+
+    /// The probe C code does over `raw()` (tier1/csrc/glue.c) finds what
+    /// `get` finds.
+    #[test]
+    fn raw_view_probes_like_get() {
+        let mut m = PtrMap::new(0usize);
+        assert!(m.raw().slots.is_null());
+        for i in 0..3000usize {
+            m.insert(0x7f55_0000_0000 + i * 48, i + 1);
+        }
+        let r = m.raw();
+        let probe = |key: usize| unsafe {
+            let mut i = ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> r.shift) as usize;
+            loop {
+                let s = &*r.slots.add(i);
+                if s.key == key {
+                    return s.value;
+                }
+                if s.key == 0 {
+                    return 0;
+                }
+                i = (i + 1) & r.mask;
+            }
+        };
+        for i in 0..3000usize {
+            assert_eq!(probe(0x7f55_0000_0000 + i * 48), i + 1);
+        }
+        assert_eq!(probe(0x7f55_0000_0008), 0);
+    }
 
     #[test]
     fn empty_map_finds_nothing() {

@@ -14,7 +14,7 @@ use ember_profiler::Tier;
 use ember_tier1::glue::ember_run;
 
 use crate::jit;
-use crate::records::{self, state};
+use crate::records::{self, state, MAX_EAGER_RECOMPILES};
 
 /// Ember's evaluator: count, compile when the policy says so, and run the
 /// frame in compiled code when there is an entry for where it stands;
@@ -115,6 +115,7 @@ unsafe fn eval_frame_slow(
         let eager = rec.handed_off && rec.recompiles < MAX_EAGER_RECOMPILES;
         if at_start && (eager || (rec.profile.calls >= 2 && rec.profile.calls.is_power_of_two())) {
             rec.handed_off = false;
+            records::refresh_direct(rec);
             if let Some(c) = rec.compiled.as_deref() {
                 if jit::quickening_changed(code, c) {
                     // Compiled once (by policy, pin or request): compile
@@ -141,9 +142,6 @@ unsafe fn eval_frame_slow(
     abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag)
 }
 
-/// Recompilations prompted by hand-offs, per code object; later ones wait
-/// for the next power-of-two call count.
-const MAX_EAGER_RECOMPILES: u64 = 8;
 
 #[inline(always)]
 fn wants_tier1(rec: &records::CodeRecord, settings: &jit::Settings) -> bool {

@@ -192,6 +192,7 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
             }
             (rec.entries, rec.n_entries) = c.entry_table();
             rec.compiled = Some(Box::new(c));
+            crate::records::refresh_direct(rec);
         }
         Err(why) => {
             *totals.refused.get_or_insert_with(HashMap::new).entry(refusal_key(&why)).or_default() += 1;
@@ -219,6 +220,7 @@ pub fn retire(rec: &mut CodeRecord) {
     if let Some(c) = rec.compiled.take() {
         rec.entries = core::ptr::null();
         rec.n_entries = 0;
+        crate::records::refresh_direct(rec);
         rec.retired.push(c);
         rec.profile.tier = Some(Tier::Interpreter);
     }

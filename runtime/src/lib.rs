@@ -129,6 +129,7 @@ fn _pin(code: &Bound<'_, PyAny>, tier: i64) -> PyResult<()> {
             return Err(PyRuntimeError::new_err("could not attach Ember's record to the code object"));
         }
         (*rec).profile.pinned = Some(tier);
+        records::refresh_direct(&mut *rec);
     }
     Ok(())
 }
@@ -140,6 +141,7 @@ fn _unpin(code: &Bound<'_, PyAny>) -> PyResult<()> {
         let rec = records::lookup(code);
         if !rec.is_null() {
             (*rec).profile.pinned = None;
+            records::refresh_direct(&mut *rec);
         }
     }
     Ok(())
@@ -424,6 +426,7 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
             st.watcher = id;
             ember_tier1::glue::set_handoff_observer(records::note_handoff);
             ember_tier1::glue::set_respecialise_policy(records::may_respecialise);
+            ember_tier1::glue::set_evaluator(hook::ember_fn() as *const core::ffi::c_void);
             if ember_tier1::glue::init() < 0 {
                 return Err(PyErr::fetch(py));
             }

@@ -19,7 +19,30 @@ use crate::jit::{Settings, Tier1Totals};
 use ember_pyabi::current as abi;
 use pyo3::ffi;
 
+/// What a call from compiled code needs to enter a compiled callee without
+/// the evaluator (tier1/csrc/glue.c, `enter_pushed`, reads it; C layout).
+#[repr(C)]
+pub struct DirectEntry {
+    /// The compiled entry at the first instruction when the evaluator would
+    /// enter it on a call with nothing to decide (see [`refresh_direct`]),
+    /// else 0.
+    pub entry: u64,
+    /// The instrumentation version `entry` is valid for.
+    pub version: u64,
+    /// The record's `profile.calls`.
+    pub calls: *mut u64,
+    /// The entry table when the evaluator would enter the compiled code at
+    /// all (compiled, not pinned to the interpreter), else null; its length.
+    pub entries: *const u64,
+    pub n_entries: u64,
+    /// The record's `profile.resumes`.
+    pub resumes: *mut u64,
+}
+
+/// Kept first, for C.
+#[repr(C)]
 pub struct CodeRecord {
+    pub direct: DirectEntry,
     /// Borrowed: the record dies with its code object.
     pub code: *mut ffi::PyObject,
     pub profile: CodeProfile,
@@ -128,6 +151,41 @@ pub unsafe fn state() -> &'static mut State {
     &mut *STATE.0.get()
 }
 
+/// Show compiled code the current table of records (after an insertion,
+/// which may have moved it).
+///
+/// # Safety
+/// GIL held.
+pub unsafe fn publish_records() {
+    let raw = state().by_code.raw();
+    ember_tier1::glue::set_records(raw.slots as *const core::ffi::c_void, raw.mask, raw.shift);
+}
+
+/// Recompute `rec.direct` after anything it depends on changed: entered
+/// directly exactly when the evaluator's common path would enter the
+/// compiled code at a call (runtime/src/hook.rs): compiled, not pinned to
+/// the interpreter, no recompilation check due after a hand-off; and its
+/// entry table exactly when the evaluator would resume a frame in it. (The
+/// call count and the instrumentation version are checked each time.)
+pub fn refresh_direct(rec: &mut CodeRecord) {
+    let enterable = !rec.entries.is_null() && rec.profile.pinned != Some(Tier::Interpreter);
+    (rec.direct.entries, rec.direct.n_entries) =
+        if enterable { (rec.entries, rec.n_entries as u64) } else { (ptr::null(), 0) };
+    let eager = rec.handed_off && rec.recompiles < MAX_EAGER_RECOMPILES;
+    rec.direct.entry = if enterable && !eager {
+        // SAFETY: a non-null entry table has an entry per code unit, and a
+        // code object has at least one.
+        unsafe { *rec.entries }
+    } else {
+        0
+    };
+    rec.direct.version = rec.compiled_version;
+}
+
+/// Recompilations prompted by hand-offs, per code object; later ones wait
+/// for the next power-of-two call count.
+pub const MAX_EAGER_RECOMPILES: u64 = 8;
+
 /// The record already made for `code`, without creating one (null if none):
 /// the evaluator's common path.
 ///
@@ -149,6 +207,14 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         return found;
     }
     let rec = Box::into_raw(Box::new(CodeRecord {
+        direct: DirectEntry {
+            entry: 0,
+            version: 0,
+            calls: ptr::null_mut(),
+            entries: ptr::null(),
+            n_entries: 0,
+            resumes: ptr::null_mut(),
+        },
         code,
         profile: CodeProfile::default(),
         compiled: None,
@@ -168,7 +234,10 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         tier1_compile_ns_total: 0,
         registry_index: st.records.len(),
     }));
+    (*rec).direct.calls = ptr::addr_of_mut!((*rec).profile.calls);
+    (*rec).direct.resumes = ptr::addr_of_mut!((*rec).profile.resumes);
     st.by_code.insert(code as usize, rec);
+    publish_records();
     st.records.push(rec);
     st.totals.code_objects_seen += 1;
     rec
@@ -270,6 +339,7 @@ pub unsafe extern "C" fn note_handoff(code: *mut core::ffi::c_void) {
     let rec = lookup(code as *mut ffi::PyObject);
     if !rec.is_null() {
         (*rec).handed_off = true;
+        refresh_direct(&mut *rec);
         (*rec).handoffs += 1;
         state().totals_handoffs += 1;
     }

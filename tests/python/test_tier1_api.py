@@ -378,3 +378,37 @@ def test_code_memory_under_a_file_size_limit(tmp_path):
     p = run(source, extra, tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == [stock.stdout.strip(), "True {} {}"], p.stderr
+
+
+def test_calls_between_compiled_functions_count_as_the_evaluator_does(tmp_path):
+    # Compiled code enters a compiled callee (or resumes a compiled
+    # generator) without going through the evaluator; it must count every
+    # call and resumption as the evaluator would, and stop entering the
+    # compiled code while the callee is pinned to the interpreter.
+    source = """
+        import ember
+        def f(x):
+            return x + 1
+        def gen(n):
+            for i in range(n):
+                yield i
+        def g(n):
+            s = 0
+            for i in range(n):
+                s = f(s)
+            for x in gen(n):
+                s += x
+            return s
+        out = [g(1000) for _ in range(3)]
+        ember.pin(f, 0)
+        out.append(g(1000))
+        ember.unpin(f)
+        out.append(g(1000))
+        by_name = {e["qualname"]: e for e in ember.stats()["functions"]}
+        print(out)
+        print(by_name["f"]["calls"], by_name["gen"]["calls"], by_name["gen"]["resumes"],
+              by_name["f"]["tier"], by_name["g"]["tier"], by_name["gen"]["tier"])
+    """
+    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1", "EMBER_TIER1_THRESHOLD": "0"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [str([1000 + 499500] * 5), "5000 5 5005 1 1 1"], p.stderr

@@ -3,6 +3,8 @@
 #include "pycore_genobject.h"
 #include "pycore_runtime.h"
 
+PyObject *ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame);
+
 /* RETURN_GENERATOR: move `frame` (pushed by the call, owned by the thread)
  * into a new generator, coroutine or async generator, pop it, and return
  * the new object; its first resumption starts after this instruction. On
@@ -46,7 +48,7 @@ ember_gen_resume(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, PyObjec
     gen->gi_exc_state.previous_item = tstate->exc_info;
     tstate->exc_info = &gen->gi_exc_state;
     gen->gi_frame_state = FRAME_EXECUTING;
-    PyObject *result = _PyEval_EvalFrame(tstate, gen_frame, 0);
+    PyObject *result = ember_resume_frame(tstate, gen_frame);
     *presult = result;
     if (result == NULL) {
         return PYGEN_ERROR;

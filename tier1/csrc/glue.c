@@ -7,8 +7,8 @@
 /* Run `frame` in compiled code starting at `entry` (the stencil for the
  * instruction at frame->instr_ptr). The same bookkeeping as the interpreter's
  * entry: recursion depth, and the frame made current. */
-PyObject *
-ember_run(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
+static inline __attribute__((always_inline)) PyObject *
+run_compiled(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
 {
     if (tstate->py_recursion_remaining <= 0 || _Py_ReachedRecursionLimit(tstate)) {
         /* Let the interpreter raise RecursionError exactly as it would. */
@@ -25,6 +25,12 @@ ember_run(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
     PyObject *res = entry(frame, frame->stackpointer, tstate);
     Py_DECREF(code);
     return res;
+}
+
+PyObject *
+ember_run(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
+{
+    return run_compiled(tstate, frame, entry);
 }
 
 /* Told of every hand-off, with the frame's code object (set by the
@@ -321,6 +327,106 @@ push_simple(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef func,
     return callee;
 }
 
+/* What calls and resumptions need of the runtime's record of a code object
+ * (its C prefix: runtime/src/records.rs, DirectEntry). `entry`: the compiled
+ * entry at the first instruction when the evaluator would run a call there
+ * without a decision, else 0. `entries`: the entry table when the evaluator
+ * would enter compiled code at all, else NULL. Both valid for the
+ * instrumentation version `version`. */
+typedef struct {
+    uint64_t entry;
+    uint64_t version;
+    uint64_t *calls;
+    const uint64_t *entries;
+    uint64_t n_entries;
+    uint64_t *resumes;
+} ember_direct_entry;
+
+/* The runtime's table of records by code object (profiler/src/ptrmap.rs,
+ * RawMap), republished after every insertion; and the evaluator that runs
+ * them. NULL: everything goes through the installed evaluator. */
+static struct {
+    const struct { uintptr_t key; ember_direct_entry *value; } *slots;
+    uintptr_t mask;
+    uint32_t shift;
+} records;
+static _PyFrameEvalFunction ember_evaluator = NULL;
+
+void
+ember_set_records(const void *slots, uintptr_t mask, uint32_t shift)
+{
+    records.slots = slots;
+    records.mask = mask;
+    records.shift = shift;
+}
+
+void
+ember_set_evaluator(_PyFrameEvalFunction evaluator)
+{
+    ember_evaluator = evaluator;
+}
+
+/* The record of `code` while Ember's evaluator is the installed one, else
+ * NULL. */
+static inline __attribute__((always_inline)) ember_direct_entry *
+find_direct(PyThreadState *tstate, PyCodeObject *code)
+{
+    if (tstate->interp->eval_frame != ember_evaluator || records.slots == NULL) {
+        return NULL;
+    }
+    uintptr_t key = (uintptr_t)code;
+    uintptr_t i = (uintptr_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> records.shift);
+    for (;;) {
+        uintptr_t k = records.slots[i].key;
+        if (k == key) {
+            return records.slots[i].value;
+        }
+        if (k == 0) {
+            return NULL;
+        }
+        i = (i + 1) & records.mask;
+    }
+}
+
+/* Run a frame just pushed for a call: what _PyEval_EvalFrame would do, but
+ * when Ember's evaluator would only count the call and enter the callee's
+ * compiled code, do that here, without the evaluator's own lookup and
+ * checks (its common path, runtime/src/hook.rs, decides the same way: a
+ * call count that is a power of two, stale instrumentation, a pending
+ * decision -- entry 0 -- all go to the evaluator). */
+static inline __attribute__((always_inline)) PyObject *
+enter_pushed(PyThreadState *tstate, _PyInterpreterFrame *callee)
+{
+    PyCodeObject *code = _PyFrame_GetCode(callee);
+    ember_direct_entry *d = find_direct(tstate, code);
+    if (d != NULL && d->entry != 0) {
+        uint64_t calls = *d->calls + 1;
+        if ((calls & (calls - 1)) != 0 && code->_co_instrumentation_version == d->version) {
+            *d->calls = calls;
+            return run_compiled(tstate, callee, (ember_cont)d->entry);
+        }
+    }
+    return _PyEval_EvalFrame(tstate, callee, 0);
+}
+
+/* The same for a suspended generator's or coroutine's frame being resumed
+ * (instr_ptr past its start): counted and entered where its compiled code
+ * has an entry, as the evaluator would. */
+PyObject *
+ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame)
+{
+    PyCodeObject *code = _PyFrame_GetCode(frame);
+    ember_direct_entry *d = find_direct(tstate, code);
+    if (d != NULL && d->entries != NULL && code->_co_instrumentation_version == d->version) {
+        uint64_t index = (uint64_t)(frame->instr_ptr - _PyCode_CODE(code));
+        if (index != 0 && index < d->n_entries && d->entries[index] != 0) {
+            ++*d->resumes;
+            return run_compiled(tstate, frame, (ember_cont)d->entries[index]);
+        }
+    }
+    return _PyEval_EvalFrame(tstate, frame, 0);
+}
+
 /* C(args) for a class C of metaclass `type` with object's __new__ and a
  * Python __init__ taking them positionally: what type_call does (tp_alloc,
  * then __init__ through slot_tp_init, whose result must be None), with
@@ -359,7 +465,7 @@ call_class(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base,
     PyStackRef_CLOSE(cls);
     frame->stackpointer = base;
     _PyInterpreterFrame *callee = push_simple(tstate, frame, base[0], base + 1, oparg + 1);
-    PyObject *r = _PyEval_EvalFrame(tstate, callee, 0);
+    PyObject *r = enter_pushed(tstate, callee);
     if (r == NULL) {
         Py_DECREF(self);
         *res = NULL;
@@ -417,7 +523,7 @@ ember_call_py(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *ba
          * initialize_locals would do comes down to moving them, and the
          * defaults of the parameters they leave out. */
         frame->stackpointer = base;
-        *res = _PyEval_EvalFrame(tstate, push_simple(tstate, frame, base[0], args, total), 0);
+        *res = enter_pushed(tstate, push_simple(tstate, frame, base[0], args, total));
         return 1;
     }
     PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(callable);
@@ -430,7 +536,7 @@ ember_call_py(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *ba
     _PyInterpreterFrame *callee = _PyEvalFramePushAndInit(tstate, base[0], locals, args, (size_t)positional,
                                                           kwnames, frame);
     Py_XDECREF(kwnames);
-    *res = callee == NULL ? NULL : _PyEval_EvalFrame(tstate, callee, 0);
+    *res = callee == NULL ? NULL : enter_pushed(tstate, callee);
     return 1;
 }
 

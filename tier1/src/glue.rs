@@ -12,6 +12,30 @@ extern "C" {
     fn ember_glue_init() -> i32;
     static mut ember_respecialise_policy: Option<unsafe extern "C" fn(code: *mut c_void) -> i32>;
     static mut ember_handoff_observer: Option<unsafe extern "C" fn(code: *mut c_void)>;
+    fn ember_set_records(slots: *const c_void, mask: usize, shift: u32);
+    fn ember_set_evaluator(evaluator: *const c_void);
+}
+
+/// The runtime's records of code objects, for calls from compiled code to
+/// enter compiled callees without the evaluator: a table probed as
+/// `ember_profiler::RawMap` describes, whose values point to a
+/// `#[repr(C)]` struct of `{entry: u64, version: u64, calls: *mut u64}`
+/// (see `enter_pushed` in csrc/glue.c). Publish it again after every change
+/// that may move the table.
+///
+/// # Safety
+/// GIL held; the table and what it points to stay valid until replaced.
+pub unsafe fn set_records(slots: *const c_void, mask: usize, shift: u32) {
+    ember_set_records(slots, mask, shift);
+}
+
+/// The evaluator that would run the records' compiled code: calls enter it
+/// directly only while this is the interpreter's installed evaluator.
+///
+/// # Safety
+/// GIL held.
+pub unsafe fn set_evaluator(evaluator: *const c_void) {
+    ember_set_evaluator(evaluator);
 }
 
 /// Have `observer` called with the code object of every frame compiled code
