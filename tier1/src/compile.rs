@@ -33,7 +33,7 @@ use ember_pyabi::opcodes;
 use crate::jitmem::{Arena, Block};
 use crate::operands::{self, Class, JumpRule, JumpTo, Known};
 use crate::patch;
-use crate::program::{slot, FastHole, Prog, Programs, Src, NO_PROG};
+use crate::program::{slot, Form, Prog, Programs, Src, NO_PROG};
 use ember_stencils::HoleValue;
 
 /// What the compiler needs of a code object, gathered by the runtime under
@@ -162,6 +162,18 @@ struct OpInfo {
     prog: u16,
     /// It is `EXTENDED_ARG`.
     extended_arg: bool,
+    /// Its program exists and has no error: the layout needs no other check.
+    ok: bool,
+    /// Its program needs space after the code ([`Prog::extra`]).
+    extra: bool,
+    /// It is RERAISE (its OPERAND1 defaults to the entry table).
+    reraise: bool,
+    /// Bytes of its program's code without and with the trailing jump, and
+    /// of its cold part: the layout reads them here, in a table that stays
+    /// in cache, rather than from the program.
+    short_len: u32,
+    full_len: u32,
+    cold_len: u32,
 }
 
 fn op_infos() -> [OpInfo; 256] {
@@ -175,6 +187,12 @@ fn op_infos() -> [OpInfo; 256] {
             jump: JumpRule::of(op),
             prog: NO_PROG,
             extended_arg: Some(base) == extended_arg(),
+            ok: false,
+            extra: false,
+            reraise: false,
+            short_len: 0,
+            full_len: 0,
+            cold_len: 0,
         }
     })
 }
@@ -199,8 +217,9 @@ fn decode_into(
     let mut h = FNV_OFFSET;
     let mut i = 0;
     let mut ext: u32 = 0;
-    // The first unit of the run of EXTENDED_ARGs just decoded, if any.
-    let mut ext_start: Option<u32> = None;
+    // The first unit of the run of EXTENDED_ARGs just decoded (`NO_EXT`: none).
+    const NO_EXT: u32 = u32::MAX;
+    let mut ext_start = NO_EXT;
     while i < n {
         let word = bytecode[i];
         let opcode = (word & 0xff) as u8;
@@ -220,8 +239,8 @@ fn decode_into(
         let oparg = (ext << 8) | (word >> 8) as u32;
         let next = i + 1 + caches;
         ext = if op.extended_arg { oparg } else { 0 };
-        let dispatch = ext_start.unwrap_or(i as u32);
-        ext_start = if op.extended_arg { Some(dispatch) } else { None };
+        let dispatch = if ext_start == NO_EXT { i as u32 } else { ext_start };
+        ext_start = if op.extended_arg { dispatch } else { NO_EXT };
         let instr = Instr {
             index: i as u32,
             next: next as u32,
@@ -507,8 +526,6 @@ struct Item {
     /// Index into the decoded instructions (`NO_INSTR` for the exits).
     instr: u32,
     code_off: u32,
-    /// Bytes of code copied (the trailing jump may be dropped).
-    code_len: u32,
     /// Holes patched: those that lie in the bytes copied.
     n_holes: u16,
     /// Where the stencil's common path is (`code_off`, except for a cold
@@ -536,8 +553,6 @@ struct Scratch {
     /// Per code unit: offset of the code entered there, or `NO_OFFSET`.
     unit_off: Vec<u32>,
     staging: Vec<u8>,
-    /// Placed stencils whose cold parts are still to place.
-    cold_items: Vec<Item>,
 }
 
 thread_local! {
@@ -555,8 +570,6 @@ pub struct Compiler {
     /// The exits, LINE_CHECK: programs, or why there is none.
     exits: Result<[u16; 3], String>,
     line_check: Result<u16, String>,
-    /// Generic opcode of RERAISE (its OPERAND1 defaults to the entry table).
-    reraise: Option<u8>,
 }
 
 /// Rarely used parts of a block, after the code.
@@ -587,9 +600,16 @@ impl Compiler {
         let exits = (|| Ok([prog("ERROR_EXIT")?, prog("RERAISE_EXIT")?, prog("DEOPT_EXIT")?]))();
         let line_check = prog("LINE_CHECK");
         let mut ops = op_infos();
+        let reraise = opcodes::by_name("RERAISE");
         for (op, info) in ops.iter_mut().enumerate() {
             if let Some(name) = select_by_name(op as u8) {
                 info.prog = programs.by_name(name).unwrap_or(NO_PROG);
+            }
+            info.reraise = Some(info.base) == reraise;
+            if let Some(prog) = programs.all().get(info.prog as usize) {
+                info.ok = prog.error.is_none();
+                info.extra = prog.extra;
+                (info.short_len, info.full_len, info.cold_len) = (prog.short.len, prog.full.len, prog.cold_len);
             }
         }
         Compiler {
@@ -600,7 +620,6 @@ impl Compiler {
             known: Known { store_fast: opcodes::by_name("STORE_FAST"), pop_top: opcodes::by_name("POP_TOP") },
             exits,
             line_check,
-            reraise: opcodes::by_name("RERAISE"),
         }
     }
 
@@ -655,40 +674,47 @@ impl Compiler {
         s.unit_off.clear();
         s.unit_off.resize(n_units, NO_OFFSET);
         let lc = &progs[line_check as usize];
-        let (lc_len, lc_holes) = lc.short();
+        let lc_len = lc.short.len as usize;
         let mut current = NO_LINE;
         let mut off: usize = 0;
         let mut cold_bytes: usize = 0;
+        let mut n_starts: usize = 0;
+        // Every instruction has a usable program; one needs extras.
+        let mut ok = true;
         let mut extra = false;
-        for (k, instr) in s.instrs.iter_mut().enumerate() {
-            let line = instr.line;
-            let mut start = line != NO_LINE && line != current;
-            if start {
-                current = line;
-            }
-            start |= line != NO_LINE && s.targets[instr.index as usize] != 0;
-            start &= k > 0;
-            instr.line_start = start;
-            s.unit_off[instr.index as usize] = off as u32;
-            if start {
-                if let Some(e) = &lc.error {
-                    return Err(Refusal::Malformed(e.clone()));
+        {
+            let (targets, unit_off) = (&s.targets[..], &mut s.unit_off[..]);
+            for (k, instr) in s.instrs.iter_mut().enumerate() {
+                let line = instr.line;
+                let has_line = line != NO_LINE;
+                let start = has_line && (line != current || targets[instr.index as usize] != 0) && k > 0;
+                if has_line {
+                    current = line;
                 }
-                off += lc_len as usize;
-                cold_bytes += lc.cold_len();
-                extra |= lc.extra;
+                instr.line_start = start;
+                unit_off[instr.index as usize] = off as u32;
+                n_starts += start as usize;
+                if start {
+                    off += lc_len;
+                }
+                let op = &self.ops[instr.opcode as usize];
+                ok &= op.ok;
+                extra |= op.extra;
+                off += op.short_len as usize;
+                cold_bytes += op.cold_len as usize;
             }
-            let p = self.ops[instr.opcode as usize].prog;
-            if p == NO_PROG {
-                return Err(Refusal::Unsupported(name_of(instr.base)));
-            }
-            let prog = &progs[p as usize];
-            if let Some(e) = &prog.error {
-                return Err(Refusal::Malformed(e.clone()));
-            }
-            extra |= prog.extra;
-            off += (if k + 1 < n { prog.short() } else { prog.full() }).0 as usize;
-            cold_bytes += prog.cold_len();
+        }
+        if !ok || (n_starts > 0 && lc.error.is_some()) {
+            return Err(self.layout_refusal(&s.instrs, lc));
+        }
+        if let Some(last) = s.instrs.last() {
+            // The last instruction keeps its trailing jump.
+            let op = &self.ops[last.opcode as usize];
+            off += (op.full_len - op.short_len) as usize;
+        }
+        if n_starts > 0 {
+            cold_bytes += n_starts * lc.cold_len as usize;
+            extra |= lc.extra;
         }
         let instrs = &s.instrs[..];
         let mut exit_offs = [0u64; 3];
@@ -699,8 +725,8 @@ impl Compiler {
             }
             extra |= prog.extra;
             exit_offs[i] = off as u64;
-            off += prog.full().0 as usize;
-            cold_bytes += prog.cold_len();
+            off += prog.full.len as usize;
+            cold_bytes += prog.cold_len as usize;
         }
         // The cold parts, after all the code of the common paths.
         let cold_start = off;
@@ -721,10 +747,18 @@ impl Compiler {
         let region = block.region_base();
         let entries_addr = base + table_off as u64;
 
-        // Copy and patch.
+        // Copy and patch, into a staging buffer of the block's size: each
+        // stencil's common path at its offset, its cold part at the next
+        // cold offset, in one pass. The code is placed back to back and
+        // covers its bytes (asserted below), so only what follows it needs
+        // clearing: the gaps of the extras, and entries of no instruction.
         let buf = &mut s.staging;
-        buf.clear();
-        buf.reserve(total);
+        if buf.len() < total {
+            // Its length only grows: zeroing what earlier code left is not needed.
+            buf.resize(total, 0);
+        }
+        let buf = &mut buf[..total];
+        buf[code_bytes..].fill(0);
         let cx = PatchCx {
             info,
             instrs,
@@ -736,124 +770,151 @@ impl Compiler {
             extra: &layout,
         };
         let mut cold_off = cold_start as u32;
-        s.cold_items.clear();
-        let cold_items = &mut s.cold_items;
-        // Where the cold part of a stencil placed at `code_off` goes.
-        let mut place_cold = |item: &mut Item, prog: &Prog| {
-            item.cold_off = cold_off;
-            if prog.cold.is_some() {
-                cold_items.push(*item);
-                cold_off += prog.cold_len() as u32;
-            }
-        };
+        // A cold part that could not be patched: reported after the common
+        // paths, as when cold parts were placed in a pass of their own.
+        let mut cold_error = None;
         let mut values = [0u64; 16];
         values[slot::ERROR as usize] = base + exit_offs[0];
         values[slot::DEOPT as usize] = base + exit_offs[2];
         values[slot::REGION as usize] = region;
+        const ALWAYS: u16 = 1 << slot::ERROR
+            | 1 << slot::DEOPT
+            | 1 << slot::CODE
+            | 1 << slot::DATA
+            | 1 << slot::ZERO
+            | 1 << slot::REGION
+            | 1 << slot::COLD;
+        const INSTR: u16 =
+            ALWAYS | 1 << slot::OPARG | 1 << slot::THIS_INSTR | 1 << slot::NEXT_INSTR | 1 << slot::DISPATCH_INSTR;
+        let bytecode = info.bytecode_addr;
+        let mut code_off = 0u32;
         for (k, instr) in instrs.iter().enumerate() {
+            let op = &self.ops[instr.opcode as usize];
+            let prog = &progs[op.prog as usize];
+            // The entry table and the stencil number.
+            let entry = base + s.unit_off[instr.index as usize] as u64;
+            write_at(buf, table_off + 8 * instr.index as usize, &entry.to_ne_bytes());
+            write_at(buf, ids_off + 2 * k, &op.prog.to_ne_bytes());
+            values[slot::OPARG as usize] = instr.oparg as u64;
+            values[slot::THIS_INSTR as usize] = bytecode + 2 * instr.index as u64;
+            values[slot::NEXT_INSTR as usize] = bytecode + 2 * instr.next as u64;
+            values[slot::DISPATCH_INSTR as usize] = bytecode + 2 * instr.dispatch as u64;
             if instr.line_start {
-                let code_off = buf.len() as u32;
-                let mut item = Item {
+                let cont_off = code_off + lc.short.len;
+                let item = || Item {
                     prog: line_check,
                     instr: k as u32,
                     code_off,
-                    code_len: lc_len,
-                    n_holes: lc_holes,
+                    n_holes: lc.short.n_holes,
                     hot_off: code_off,
-                    cold_off: 0,
-                    cont_off: code_off + lc_len,
+                    cold_off,
+                    cont_off,
                     line_check: true,
                     operand0: Some(info.instrumentation_version),
                     operand1: None,
                     jump: Target::None,
                 };
-                place_cold(&mut item, lc);
-                self.emit(&cx, &item, lc, &mut values, buf)?;
+                // It continues into its instruction's code.
+                values[slot::CONTINUE as usize] = base + cont_off as u64;
+                values[slot::OPERAND0 as usize] = info.instrumentation_version;
+                let avail = INSTR | 1 << slot::CONTINUE | 1 << slot::OPERAND0;
+                self.emit(&cx, (code_off, cold_off), item, lc, &lc.short, avail, &mut values, buf, &mut cold_error)?;
+                code_off = cont_off;
+                cold_off += lc.cold_len;
             }
-            let op = &self.ops[instr.opcode as usize];
-            let prog = &progs[op.prog as usize];
             let (operand0, mut operand1) = if op.class == Class::Plain {
                 (None, None)
             } else {
                 operands::operands(instr, op.class, &self.known, info, self.resolver)?
             };
-            if operand1.is_none() && Some(instr.base) == self.reraise {
+            if operand1.is_none() && op.reraise {
                 operand1 = Some(entries_addr);
             }
+            let mut avail = INSTR;
             let jump = match op.jump {
                 JumpRule::None => Target::None,
                 rule => match operands::jump(instr, rule) {
-                    JumpTo::Instr(t) if t < n_units => Target::Unit(t as u32),
+                    JumpTo::Instr(t) if t < n_units => {
+                        let o = s.unit_off[t];
+                        if o != NO_OFFSET {
+                            values[slot::JUMP as usize] = base + o as u64;
+                            avail |= 1 << slot::JUMP;
+                        }
+                        Target::Unit(t as u32)
+                    }
                     JumpTo::Instr(t) => {
                         return Err(Refusal::Malformed(format!("{} jumps to {t}", name_of(instr.base))))
                     }
-                    JumpTo::ReraiseExit => Target::ReraiseExit,
+                    JumpTo::ReraiseExit => {
+                        values[slot::JUMP as usize] = base + exit_offs[1];
+                        avail |= 1 << slot::JUMP;
+                        Target::ReraiseExit
+                    }
                     JumpTo::None => Target::None,
                 },
             };
-            let (code_len, n_holes) = if k + 1 < n { prog.short() } else { prog.full() };
-            let code_off = buf.len() as u32;
-            let mut item = Item {
+            let form = if k + 1 < n { &prog.short } else { &prog.full };
+            let cont_off = code_off + form.len;
+            let item = || Item {
                 prog: op.prog,
                 instr: k as u32,
                 code_off,
-                code_len,
-                n_holes,
+                n_holes: form.n_holes,
                 hot_off: code_off,
-                cold_off: 0,
-                cont_off: code_off + code_len,
+                cold_off,
+                cont_off,
                 line_check: false,
                 operand0,
                 operand1,
                 jump,
             };
-            place_cold(&mut item, prog);
-            self.emit(&cx, &item, prog, &mut values, buf)?;
+            // Stencils are laid out back to back: what follows is the next
+            // instruction's code.
+            if (instr.next as usize) < n_units {
+                values[slot::CONTINUE as usize] = base + cont_off as u64;
+                avail |= 1 << slot::CONTINUE;
+            }
+            if let Some(v) = operand0 {
+                values[slot::OPERAND0 as usize] = v;
+                avail |= 1 << slot::OPERAND0;
+            }
+            if let Some(v) = operand1 {
+                values[slot::OPERAND1 as usize] = v;
+                avail |= 1 << slot::OPERAND1;
+            }
+            self.emit(&cx, (code_off, cold_off), item, prog, form, avail, &mut values, buf, &mut cold_error)?;
+            code_off = cont_off;
+            cold_off += prog.cold_len;
         }
+        values[slot::OPERAND0 as usize] = entries_addr;
         for p in [error_exit, reraise_exit, deopt_exit] {
             let prog = &progs[p as usize];
-            let (code_len, n_holes) = prog.full();
-            let code_off = buf.len() as u32;
-            let mut item = Item {
+            let cont_off = code_off + prog.full.len;
+            let item = || Item {
                 prog: p,
                 instr: NO_INSTR,
                 code_off,
-                code_len,
-                n_holes,
+                n_holes: prog.full.n_holes,
                 hot_off: code_off,
-                cold_off: 0,
-                cont_off: code_off + code_len,
+                cold_off,
+                cont_off,
                 line_check: false,
                 operand0: Some(entries_addr),
                 operand1: None,
                 jump: Target::None,
             };
-            place_cold(&mut item, prog);
-            self.emit(&cx, &item, prog, &mut values, buf)?;
+            let avail = ALWAYS | 1 << slot::OPERAND0;
+            self.emit(&cx, (code_off, cold_off), item, prog, &prog.full, avail, &mut values, buf, &mut cold_error)?;
+            code_off = cont_off;
+            cold_off += prog.cold_len;
         }
-        debug_assert_eq!(buf.len(), cold_start);
-        for hot in s.cold_items.iter() {
-            let cold = progs[hot.prog as usize].cold.as_deref().expect("placed for its cold part");
-            let (code_len, n_holes) = cold.full();
-            debug_assert_eq!(buf.len() as u32, hot.cold_off);
-            let item = Item { code_off: hot.cold_off, code_len, n_holes, ..*hot };
-            self.emit(&cx, &item, cold, &mut values, buf)?;
+        assert!(code_off as usize == cold_start && cold_off as usize == code_bytes, "code not back to back");
+        if let Some(e) = cold_error {
+            return Err(e);
         }
-        debug_assert_eq!(buf.len(), code_bytes);
         if extra {
             self.write_extra(&cx, buf)?;
         }
-        // The entry table and the stencil numbers.
-        buf.resize(total, 0);
-        for (chunk, &o) in buf[table_off..ids_off].chunks_exact_mut(8).zip(&s.unit_off) {
-            if o != NO_OFFSET {
-                chunk.copy_from_slice(&(base + o as u64).to_ne_bytes());
-            }
-        }
-        for (chunk, i) in buf[ids_off..].chunks_exact_mut(2).zip(instrs) {
-            chunk.copy_from_slice(&self.ops[i.opcode as usize].prog.to_ne_bytes());
-        }
-        debug_assert_eq!(buf.len(), total);
         block.write(buf).map_err(|e| Refusal::Memory(e.to_string()))?;
         Ok(Compiled {
             map: InstrMap {
@@ -877,103 +938,86 @@ impl Compiler {
         })
     }
 
-    /// Copies one placed stencil to the end of `buf` and patches it.
+    /// Copies one placed stencil (and its cold part, if any) into `buf`
+    /// and patches it. `values` holds what the slots in `avail` stand for
+    /// (the placed stencil's own code, cold and data addresses are set here).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn emit(
         &self,
         cx: &PatchCx<'_, '_>,
-        item: &Item,
+        (code_off, cold_off): (u32, u32),
+        item: impl Fn() -> Item,
         prog: &Prog,
+        form: &Form,
+        avail: u16,
         values: &mut [u64; 16],
-        buf: &mut Vec<u8>,
+        buf: &mut [u8],
+        cold_error: &mut Option<Refusal>,
     ) -> Result<(), Refusal> {
-        const ALWAYS: u16 = 1 << slot::ERROR
-            | 1 << slot::DEOPT
-            | 1 << slot::CODE
-            | 1 << slot::DATA
-            | 1 << slot::ZERO
-            | 1 << slot::REGION
-            | 1 << slot::COLD;
-        const INSTR: u16 = 1 << slot::OPARG | 1 << slot::THIS_INSTR | 1 << slot::NEXT_INSTR;
-        let code_off = item.code_off as usize;
-        let base = cx.base;
-        buf.extend_from_slice(&prog.template[..item.code_len as usize]);
-        let holes = &prog.holes[..item.n_holes as usize];
-        if holes.is_empty() && !prog.extra {
+        // `item` describes the placed stencil to the general path; the fast
+        // one needs only where it goes.
+        let (code_off, cold_off) = (code_off as usize, cold_off as usize);
+        let len = form.len as usize;
+        buf[code_off..code_off + len].copy_from_slice(&prog.template[..len]);
+        let cold = prog.cold.as_deref();
+        if form.needs == 0 && !prog.extra && cold.is_none() {
             return Ok(());
         }
-        let needs = prog.needs(item.n_holes);
-        let mut avail = ALWAYS;
-        values[slot::CODE as usize] = base + item.hot_off as u64;
-        values[slot::COLD as usize] = base + item.cold_off as u64;
+        values[slot::CODE as usize] = cx.base + code_off as u64;
+        values[slot::COLD as usize] = cx.base + cold_off as u64;
         values[slot::DATA as usize] = cx.region + prog.shared_data as u64;
-        if item.instr != NO_INSTR {
-            let i = &cx.instrs[item.instr as usize];
-            let bytecode = cx.info.bytecode_addr;
-            values[slot::OPARG as usize] = i.oparg as u64;
-            values[slot::THIS_INSTR as usize] = bytecode + 2 * i.index as u64;
-            values[slot::NEXT_INSTR as usize] = bytecode + 2 * i.next as u64;
-            avail |= INSTR;
-            if needs & (1 << slot::DISPATCH_INSTR) != 0 {
-                values[slot::DISPATCH_INSTR as usize] = bytecode + 2 * i.dispatch as u64;
-                avail |= 1 << slot::DISPATCH_INSTR;
-            }
-            // Stencils are laid out back to back: what follows is the next
-            // instruction's code (for a LINE_CHECK: its own instruction's).
-            if item.line_check || (i.next as usize) < cx.n_units {
-                values[slot::CONTINUE as usize] = base + item.cont_off as u64;
-                avail |= 1 << slot::CONTINUE;
-            }
-        }
-        if let Some(v) = item.operand0 {
-            values[slot::OPERAND0 as usize] = v;
-            avail |= 1 << slot::OPERAND0;
-        }
-        if let Some(v) = item.operand1 {
-            values[slot::OPERAND1 as usize] = v;
-            avail |= 1 << slot::OPERAND1;
-        }
-        if needs & (1 << slot::JUMP) != 0 {
-            let to = match item.jump {
-                Target::Unit(t) => match cx.unit_off[t as usize] {
-                    NO_OFFSET => None,
-                    o => Some(base + o as u64),
-                },
-                Target::ReraiseExit => Some(base + cx.exit_offs[1]),
-                Target::None => None,
-            };
-            if let Some(v) = to {
-                values[slot::JUMP as usize] = v;
-                avail |= 1 << slot::JUMP;
-            }
-        }
-        if prog.extra || needs & !avail != 0 {
+        if prog.extra || form.needs & !avail != 0 {
             // The general path: trampolines, GOT slots of this code, data of
             // its own; and the reason for a value that is missing.
-            return self.emit_general(cx, item, prog, buf);
+            self.emit_general(cx, &item(), prog, buf)?;
+        } else {
+            patch_fast(prog, form, values, code_off, cx.base, buf)?;
         }
-        let code = base + code_off as u64;
-        // SAFETY: the holes lie within the bytes just copied (checked when
-        // the program was built), which `buf` now holds from `code_off`.
-        let at = unsafe { buf.as_mut_ptr().add(code_off) };
-        let (abs64, other) = prog.fast(item.n_holes);
-        for h in abs64 {
-            let value = values[(h.slot & 15) as usize].wrapping_add(h.bias);
-            // SAFETY: as above.
-            unsafe { core::ptr::write_unaligned(at.add(h.offset as usize) as *mut u64, value.to_le()) };
-        }
-        for h in other {
-            let target = values[(h.slot & 15) as usize].wrapping_add(h.bias);
-            let field_addr = code + h.offset as u64;
-            if !unsafe { patch::apply_op(at.add(h.offset as usize), h.op, field_addr, target) } {
-                return Err(patch_error(prog, code_off, h, field_addr, target, buf));
+        if let Some(cold) = cold {
+            // Its cold part: the same values (`Code` is where the common path
+            // went), but its own place.
+            let form = &cold.full;
+            let len = form.len as usize;
+            buf[cold_off..cold_off + len].copy_from_slice(&cold.template[..len]);
+            let r = if form.needs & !avail != 0 {
+                let item = Item { code_off: cold_off as u32, n_holes: form.n_holes, ..item() };
+                patch_general(cx, &item, cold, None, buf, &mut Vec::new(), &mut Vec::new())
+            } else {
+                values[slot::DATA as usize] = cx.region + cold.shared_data as u64;
+                patch_fast(cold, form, values, cold_off, cx.base, buf)
+            };
+            if let Err(e) = r {
+                cold_error.get_or_insert(e);
             }
         }
         Ok(())
     }
 
+    /// The first reason, in the layout's order, an instruction cannot be
+    /// laid out: a LINE_CHECK that cannot be used before a line start, an
+    /// opcode without a stencil, a stencil that cannot be used.
     #[cold]
-    fn emit_general(&self, cx: &PatchCx<'_, '_>, item: &Item, prog: &Prog, buf: &mut Vec<u8>) -> Result<(), Refusal> {
+    fn layout_refusal(&self, instrs: &[Instr], lc: &Prog) -> Refusal {
+        for instr in instrs {
+            if instr.line_start {
+                if let Some(e) = &lc.error {
+                    return Refusal::Malformed(e.clone());
+                }
+            }
+            let p = self.ops[instr.opcode as usize].prog;
+            if p == NO_PROG {
+                return Refusal::Unsupported(name_of(instr.base));
+            }
+            if let Some(e) = &self.programs.all()[p as usize].error {
+                return Refusal::Malformed(e.clone());
+            }
+        }
+        unreachable!("no instruction to refuse")
+    }
+
+    #[cold]
+    fn emit_general(&self, cx: &PatchCx<'_, '_>, item: &Item, prog: &Prog, buf: &mut [u8]) -> Result<(), Refusal> {
         SCRATCH_EXTRA.with(|x| {
             let mut x = x.borrow_mut();
             let x = &mut *x;
@@ -1008,16 +1052,16 @@ impl Compiler {
         };
         for (k, instr) in instrs.iter().enumerate() {
             if instr.line_start {
-                count(lc, lc.short().1, &mut n_tramp, &mut n_got, &mut data);
+                count(lc, lc.short.n_holes, &mut n_tramp, &mut n_got, &mut data);
             }
             let prog = &progs[self.ops[instr.opcode as usize].prog as usize];
-            let n_holes = if k + 1 < n { prog.short().1 } else { prog.full().1 };
+            let n_holes = if k + 1 < n { prog.short.n_holes } else { prog.full.n_holes };
             count(prog, n_holes, &mut n_tramp, &mut n_got, &mut data);
         }
         if let Ok(exits) = &self.exits {
             for &p in exits {
                 let prog = &progs[p as usize];
-                count(prog, prog.full().1, &mut n_tramp, &mut n_got, &mut data);
+                count(prog, prog.full.n_holes, &mut n_tramp, &mut n_got, &mut data);
             }
         }
         let tramp_off = align(code_bytes, 16);
@@ -1038,10 +1082,9 @@ impl Compiler {
 
     /// Fills in what [`Self::extra_layout`] placed: trampolines, GOT slots,
     /// and the data blobs that have holes.
-    fn write_extra(&self, cx: &PatchCx<'_, '_>, buf: &mut Vec<u8>) -> Result<(), Refusal> {
+    fn write_extra(&self, cx: &PatchCx<'_, '_>, buf: &mut [u8]) -> Result<(), Refusal> {
         SCRATCH_EXTRA.with(|x| {
             let x = x.borrow();
-            buf.resize(cx.extra.end, 0);
             for (i, &target) in x.tramps.iter().enumerate() {
                 write_at(buf, cx.extra.tramp_off + patch::TRAMPOLINE_SIZE * i, &patch::trampoline(target));
             }
@@ -1056,7 +1099,7 @@ impl Compiler {
         })
     }
 
-    fn write_own_data(&self, cx: &PatchCx<'_, '_>, item: &Item, prog: &Prog, data_off: usize, buf: &mut Vec<u8>) -> Result<(), Refusal> {
+    fn write_own_data(&self, cx: &PatchCx<'_, '_>, item: &Item, prog: &Prog, data_off: usize, buf: &mut [u8]) -> Result<(), Refusal> {
         let base = cx.base;
         let st = prog.stencil;
         write_at(buf, data_off, st.data);
@@ -1192,14 +1235,19 @@ fn patch_general(
     Ok(())
 }
 
-/// The reason a fast-path patch failed, as `patch::apply` gives it.
+/// The reason the fast path could not patch `form` of `prog` at
+/// `code_off`: the first hole by offset whose value its field cannot hold,
+/// as `patch::apply` gives it.
 #[cold]
-fn patch_error(prog: &Prog, code_off: usize, h: &FastHole, field_addr: u64, target: u64, buf: &mut [u8]) -> Refusal {
-    let kind = prog.holes.iter().find(|x| x.offset == h.offset).map(|x| x.kind);
-    match kind.map(|kind| patch::apply_checked_field(buf, code_off + h.offset as usize, kind, field_addr, target)) {
-        Some(Err(e)) => Refusal::Malformed(format!("{}: {e:?}", prog.name)),
-        _ => Refusal::Malformed(format!("{}: cannot patch offset {}", prog.name, h.offset)),
+fn patch_error(prog: &Prog, form: &Form, values: &[u64; 16], code_off: usize, base: u64, buf: &mut [u8]) -> Refusal {
+    for h in &prog.holes[..form.n_holes as usize] {
+        let field_off = code_off + h.offset as usize;
+        let target = values[(h.slot & 15) as usize].wrapping_add(h.bias);
+        if let Err(e) = patch::apply_checked_field(buf, field_off, h.kind, base + field_off as u64, target) {
+            return Refusal::Malformed(format!("{}: {e:?}", prog.name));
+        }
     }
+    Refusal::Malformed(format!("{}: cannot patch", prog.name))
 }
 
 /// The offset of this function's GOT slot for `value` (one per value:
@@ -1214,12 +1262,43 @@ fn got_slot(got: &mut Vec<(u64, usize)>, got_off: usize, value: u64) -> usize {
     o
 }
 
-/// Writes `bytes` at `off` in `buf`, growing it with zeros as needed.
-fn write_at(buf: &mut Vec<u8>, off: usize, bytes: &[u8]) {
-    if buf.len() < off + bytes.len() {
-        buf.resize(off + bytes.len(), 0);
-    }
+/// Writes `bytes` at `off` in `buf` (sized for the whole block).
+#[inline(always)]
+fn write_at(buf: &mut [u8], off: usize, bytes: &[u8]) {
     buf[off..off + bytes.len()].copy_from_slice(bytes);
+}
+
+/// Patches the holes of `form` of `prog`, copied to `buf` at `code_off`,
+/// with `values` (the fast path: every slot the holes use has its value).
+#[inline(always)]
+fn patch_fast(prog: &Prog, form: &Form, values: &[u64; 16], code_off: usize, base: u64, buf: &mut [u8]) -> Result<(), Refusal> {
+    let code = &mut buf[code_off..code_off + form.len as usize];
+    let at = code.as_mut_ptr();
+    let code_addr = base + code_off as u64;
+    let (abs64, rel32, other) = prog.fast(form);
+    for h in abs64 {
+        let value = values[(h.slot & 15) as usize].wrapping_add(h.bias);
+        // SAFETY: the holes of a form lie within its bytes (checked when the
+        // program was built), which `code` holds.
+        unsafe { core::ptr::write_unaligned(at.add(h.offset as usize) as *mut u64, value.to_le()) };
+    }
+    for h in rel32 {
+        let target = values[(h.slot & 15) as usize].wrapping_add(h.bias);
+        let field_addr = code_addr + h.offset as u64;
+        // SAFETY: as above.
+        if !unsafe { patch::apply_op(at.add(h.offset as usize), patch::Op::Rel32, field_addr, target) } {
+            return Err(patch_error(prog, form, values, code_off, base, buf));
+        }
+    }
+    for h in other {
+        let target = values[(h.slot & 15) as usize].wrapping_add(h.bias);
+        let field_addr = code_addr + h.offset as u64;
+        // SAFETY: as above.
+        if !unsafe { patch::apply_op(at.add(h.offset as usize), h.op, field_addr, target) } {
+            return Err(patch_error(prog, form, values, code_off, base, buf));
+        }
+    }
+    Ok(())
 }
 
 #[inline(always)]

@@ -87,6 +87,24 @@ pub struct FastHole {
     pub op: patch::Op,
 }
 
+/// One way of placing a stencil's code: with or without its trailing jump
+/// to the next stencil. Precomputed so that placing a stencil needs no
+/// per-hole work beyond the patching itself.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Form {
+    /// Bytes of code copied.
+    pub len: u32,
+    /// Holes that lie in them (a prefix of [`Prog::holes`]).
+    pub n_holes: u16,
+    /// The same holes as the fast path reads them: prefixes of
+    /// [`Prog::abs64`], [`Prog::rel32`] and [`Prog::other`].
+    pub n_abs64: u16,
+    pub n_rel32: u16,
+    pub n_other: u16,
+    /// The slots (bit `1 << slot`) those holes use.
+    pub needs: u16,
+}
+
 /// One stencil, ready to copy and patch.
 pub struct Prog {
     pub name: &'static str,
@@ -95,18 +113,18 @@ pub struct Prog {
     pub template: Box<[u8]>,
     /// The other code holes, by offset.
     pub holes: Box<[FHole]>,
-    /// The same, as the fast path reads them: 64-bit absolute fields, then
-    /// the others; and how many of each lie before the trailing jump.
+    /// The same, as the fast path reads them, by offset: 64-bit absolute
+    /// fields, 32-bit PC-relative ones (x86-64), and the others — split by
+    /// kind, so that the commonest are patched without a dispatch on it.
     pub abs64: Box<[FastHole]>,
+    pub rel32: Box<[FastHole]>,
     pub other: Box<[FastHole]>,
-    abs64_short: u16,
-    other_short: u16,
-    short_len: u32,
-    n_short: u16,
-    /// The slots (bit `1 << slot`) the holes patched use, without and with
-    /// the trailing jump.
-    pub needs_short: u16,
-    pub needs_full: u16,
+    /// The code without the trailing jump to the next stencil (the whole
+    /// code if it has none), and the whole code.
+    pub short: Form,
+    pub full: Form,
+    /// Bytes of its cold part (0: none).
+    pub cold_len: u32,
     /// Why the stencil cannot be used (an unresolved symbol, a field that
     /// is not what its relocation says).
     pub error: Option<String>,
@@ -123,42 +141,12 @@ pub struct Prog {
 }
 
 impl Prog {
-    /// Code bytes and holes when the trailing jump to the next stencil is
-    /// dropped (the whole code if it has none).
+    /// The fast path's holes of `form` (one of [`Self::short`] and
+    /// [`Self::full`]): 64-bit absolute ones, 32-bit PC-relative ones, and
+    /// the others.
     #[inline(always)]
-    pub fn short(&self) -> (u32, u16) {
-        (self.short_len, self.n_short)
-    }
-    /// The whole code and every hole.
-    #[inline(always)]
-    pub fn full(&self) -> (u32, u16) {
-        (self.template.len() as u32, self.holes.len() as u16)
-    }
-    /// The fast holes of the short (`n_holes` from [`Self::short`]) or the
-    /// whole code: 64-bit absolute ones, and the others.
-    #[inline(always)]
-    pub fn fast(&self, n_holes: u16) -> (&[FastHole], &[FastHole]) {
-        if n_holes == self.n_short {
-            (&self.abs64[..self.abs64_short as usize], &self.other[..self.other_short as usize])
-        } else {
-            (&self.abs64, &self.other)
-        }
-    }
-
-    /// The slots the first `n_holes` holes use.
-    #[inline(always)]
-    pub fn needs(&self, n_holes: u16) -> u16 {
-        if n_holes == self.n_short {
-            self.needs_short
-        } else {
-            self.needs_full
-        }
-    }
-
-    /// Bytes of its cold part.
-    #[inline(always)]
-    pub fn cold_len(&self) -> usize {
-        self.cold.as_ref().map_or(0, |c| c.template.len())
+    pub fn fast(&self, form: &Form) -> (&[FastHole], &[FastHole], &[FastHole]) {
+        (&self.abs64[..form.n_abs64 as usize], &self.rel32[..form.n_rel32 as usize], &self.other[..form.n_other as usize])
     }
 }
 
@@ -212,6 +200,7 @@ impl Programs {
                     if let Some(e) = why {
                         prog.error.get_or_insert(e);
                     }
+                    prog.cold_len = cold.template.len() as u32;
                     prog.cold = Some(Box::new(cold));
                 }
                 prog
@@ -308,25 +297,39 @@ fn build(
         error.get_or_insert_with(|| format!("{}: a hole straddles its trailing jump", st.name));
     }
     let needs = |hs: &[FHole]| hs.iter().fold(0u16, |m, h| m | (1 << h.slot));
-    let (needs_short, needs_full) = (needs(&holes[..n_short]), needs(&holes));
     let fast = |h: &FHole| FastHole { bias: h.bias, offset: h.offset, slot: h.slot, op: h.op };
-    let abs64: Box<[FastHole]> = holes.iter().filter(|h| h.op == patch::Op::Abs64).map(fast).collect();
-    let other: Box<[FastHole]> = holes.iter().filter(|h| h.op != patch::Op::Abs64).map(fast).collect();
-    let abs64_short = abs64.iter().filter(|h| (h.offset as usize) < short_len).count() as u16;
-    let other_short = other.iter().filter(|h| (h.offset as usize) < short_len).count() as u16;
+    let of_op = |keep: &dyn Fn(patch::Op) -> bool| -> Box<[FastHole]> { holes.iter().filter(|h| keep(h.op)).map(fast).collect() };
+    let abs64 = of_op(&|op| op == patch::Op::Abs64);
+    let rel32 = of_op(&|op| op == patch::Op::Rel32);
+    let other = of_op(&|op| op != patch::Op::Abs64 && op != patch::Op::Rel32);
+    let n_short_of = |hs: &[FastHole]| hs.iter().filter(|h| (h.offset as usize) < short_len).count() as u16;
+    let short = Form {
+        len: short_len as u32,
+        n_holes: n_short as u16,
+        n_abs64: n_short_of(&abs64),
+        n_rel32: n_short_of(&rel32),
+        n_other: n_short_of(&other),
+        needs: needs(&holes[..n_short]),
+    };
+    let full = Form {
+        len: code.len() as u32,
+        n_holes: holes.len() as u16,
+        n_abs64: abs64.len() as u16,
+        n_rel32: rel32.len() as u16,
+        n_other: other.len() as u16,
+        needs: needs(&holes),
+    };
     Prog {
         name: st.name,
         stencil: st,
         template,
         abs64,
+        rel32,
         other,
-        abs64_short,
-        other_short,
         holes: holes.into_boxed_slice(),
-        short_len: short_len as u32,
-        n_short: n_short as u16,
-        needs_short,
-        needs_full,
+        short,
+        full,
+        cold_len: 0,
         error,
         extra,
         instance_data,
