@@ -111,13 +111,14 @@ unsafe fn eval_frame_slow(
         // again. Checked after a frame of it was handed over (the first
         // MAX_EAGER_RECOMPILES times: a polymorphic site makes the
         // interpreter re-specialise every ~53 executions, forever), and at
-        // calls 2, 4, 8, ...: a scan of the bytecode each.
+        // calls 2, 4, 8, ...: a scan of the bytecode each; and only once it
+        // has run enough since it was compiled (records::recompile_due).
         let eager = rec.handed_off && rec.recompiles < MAX_EAGER_RECOMPILES;
         if at_start && (eager || (rec.profile.calls >= 2 && rec.profile.calls.is_power_of_two())) {
             rec.handed_off = false;
             records::refresh_direct(rec);
             if let Some(c) = rec.compiled.as_deref() {
-                if jit::quickening_changed(code, c) {
+                if records::recompile_due(rec) && jit::quickening_changed(code, c) {
                     // Compiled once (by policy, pin or request): compile
                     // again whatever the policy says now.
                     jit::retire(rec);
@@ -144,10 +145,14 @@ unsafe fn eval_frame_slow(
 
 
 #[inline(always)]
-fn wants_tier1(rec: &records::CodeRecord, settings: &jit::Settings) -> bool {
+fn wants_tier1(rec: &mut records::CodeRecord, settings: &jit::Settings) -> bool {
     match rec.profile.pinned {
         Some(t) => t >= Tier::Baseline,
-        None => settings.max_tier >= Tier::Baseline && rec.profile.calls >= settings.tier1_threshold,
+        None => {
+            settings.max_tier >= Tier::Baseline
+                && rec.profile.calls >= settings.tier1_threshold
+                && (rec.profile.calls >= settings.tier1_threshold_loopless || records::has_loops(rec))
+        }
     }
 }
 

@@ -18,8 +18,10 @@ extern "C" {
 
 /// Compilation settings, set from EMBER_* through `ember._ember._configure`.
 pub struct Settings {
-    /// Calls before a code object is compiled at tier 1 (0: at its first call).
+    /// Calls before a code object is compiled at tier 1 (0: at its first
+    /// call); and, for one without a loop, at least as many as the second.
     pub tier1_threshold: u64,
+    pub tier1_threshold_loopless: u64,
     /// Highest tier the automatic policy uses (0: count only).
     pub max_tier: Tier,
     /// Executable memory compiled code may occupy; past it, compilation waits
@@ -187,6 +189,7 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
             rec.tier1_compile_ns_total += elapsed;
             rec.profile.tier = Some(Tier::Baseline);
             rec.compiled_version = version;
+            rec.work_at_compile = rec.profile.calls + rec.profile.back_edges;
             if state().settings.perf_map {
                 perf_map_add(code, &c);
             }

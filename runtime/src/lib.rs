@@ -303,13 +303,20 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
 
 /// Compilation settings (validated by the Python layer).
 #[pyfunction]
-fn _configure(tier1_threshold: u64, max_tier: i64, code_limit: usize, perf_map: bool) -> PyResult<()> {
+fn _configure(
+    tier1_threshold: u64,
+    tier1_threshold_loopless: u64,
+    max_tier: i64,
+    code_limit: usize,
+    perf_map: bool,
+) -> PyResult<()> {
     let max_tier = Tier::from_number(max_tier)
         .filter(|t| *t <= MAX_AVAILABLE_TIER)
         .ok_or_else(|| PyValueError::new_err(format!("max tier must be 0..={MAX_AVAILABLE_TIER}")))?;
     unsafe {
         let st = state();
         st.settings.tier1_threshold = tier1_threshold;
+        st.settings.tier1_threshold_loopless = tier1_threshold_loopless;
         st.settings.max_tier = max_tier;
         st.settings.code_limit = code_limit;
         st.settings.perf_map = perf_map;

@@ -77,6 +77,8 @@ pub struct CodeRecord {
     pub respecialisations_declined: u64,
     /// Whether its bytecode has a loop (computed when first needed).
     pub has_loops: Option<bool>,
+    /// `profile.calls + profile.back_edges` when last compiled.
+    pub work_at_compile: u64,
     /// Tier-1 compilations of it (recompilations included) and their time.
     pub tier1_compiles: u64,
     pub tier1_compile_ns_total: u64,
@@ -136,7 +138,7 @@ pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
     watcher: -1,
     records: Vec::new(),
     totals: GlobalCounters { frames: 0, code_objects_seen: 0, code_objects_freed: 0 },
-    settings: Settings { tier1_threshold: 8, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
+    settings: Settings { tier1_threshold: 8, tier1_threshold_loopless: 128, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
     tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, code_bytes: 0, instructions: 0 },
     totals_handoffs: 0,
     totals_respecialisations_declined: 0,
@@ -186,6 +188,27 @@ pub fn refresh_direct(rec: &mut CodeRecord) {
 /// for the next power-of-two call count.
 pub const MAX_EAGER_RECOMPILES: u64 = 8;
 
+/// Recompilations of a code object (to pick up the interpreter's newer
+/// specialisations) made as soon as they are found due: the first ones
+/// follow the interpreter's first specialisations of code compiled early
+/// (threshold 0, a pin) and its re-specialisations after a change of types.
+const FREE_RECOMPILES: u64 = 2;
+/// Later ones wait until the code object has run this many calls plus loop
+/// iterations since it was last compiled, doubled with each recompilation
+/// up to 16 times. Recompiling costs as much as compiling: in short
+/// programs, recompiling whatever had changed at once took most of tier 1's
+/// compile time (richards, one cold run: 18 of 25 ms).
+const RECOMPILE_WORK: u64 = 256;
+
+/// Whether `rec` may be compiled again now.
+pub fn recompile_due(rec: &CodeRecord) -> bool {
+    if rec.recompiles < FREE_RECOMPILES {
+        return true;
+    }
+    let work = (rec.profile.calls + rec.profile.back_edges).saturating_sub(rec.work_at_compile);
+    work >= RECOMPILE_WORK << (rec.recompiles - FREE_RECOMPILES).min(4)
+}
+
 /// The record already made for `code`, without creating one (null if none):
 /// the evaluator's common path.
 ///
@@ -230,6 +253,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         handoffs: 0,
         respecialisations_declined: 0,
         has_loops: None,
+        work_at_compile: 0,
         tier1_compiles: 0,
         tier1_compile_ns_total: 0,
         registry_index: st.records.len(),
@@ -287,6 +311,12 @@ pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i
 const RESPECIALISE_FREE_HANDOFFS: u64 = 8;
 const RESPECIALISE_CALLS_PER_HANDOFF: u64 = 256;
 
+/// Whether the record's code object has a loop (scanned once).
+pub fn has_loops(rec: &mut CodeRecord) -> bool {
+    // SAFETY: a record's code object is alive (the record dies with it).
+    *rec.has_loops.get_or_insert_with(|| unsafe { code_has_loops(rec.code) })
+}
+
 /// Whether `code`'s bytecode jumps backward anywhere (has a loop).
 ///
 /// # Safety
@@ -319,8 +349,7 @@ pub unsafe extern "C" fn may_respecialise(code: *mut core::ffi::c_void) -> i32 {
     // Without a loop a frame cannot run long: handing the rest of it to
     // the interpreter costs little, and the interpreter's re-specialisation
     // follows the types a site sees in phases.
-    let has_loops = *rec.has_loops.get_or_insert_with(|| code_has_loops(rec.code));
-    if !has_loops {
+    if !has_loops(rec) {
         return 1;
     }
     let frames = rec.profile.calls + rec.profile.resumes;

@@ -72,6 +72,50 @@ def test_threshold_policy(tmp_path):
     assert p.stdout == "False\nFalse\n", p.stderr  # default threshold 8 > 6 calls
 
 
+def test_default_threshold_waits_longer_for_functions_without_loops(tmp_path):
+    source = """
+        import ember
+        def plain(x):
+            return x + 1
+        def looping(n):
+            s = 0
+            for i in range(n):
+                s += i
+            return s
+        seen = []
+        for call in range(1, 131):
+            plain(call)
+            looping(3)
+            seen.append((ember.is_compiled(plain), ember.is_compiled(looping)))
+        print(seen.index((False, True)) + 1, seen.index((True, True)) + 1)
+    """
+    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "8 128\n", p.stderr
+    # A threshold that is set applies to every function.
+    p = run(source.replace("(False, True)", "(True, True)"), {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "5"}, tmp_path)
+    assert p.stdout == "5 5\n", p.stderr
+
+
+def test_recompilation_waits_until_the_code_has_run_enough(tmp_path):
+    # Types change every 50 calls, and the interpreter specialises the code
+    # again each time. Tier 1 follows it twice at once (the first
+    # specialisations of code compiled at its first call, and a first
+    # change), then only after 256 calls and loop iterations since the last
+    # compilation, a bar that doubles each time: not at every change.
+    source = """
+        import ember
+        def f(a, b):
+            return a * b + a
+        for call in range(600):
+            f(call, 2.0 if (call // 50) % 2 else 3)
+        print(next(e["compiles"]["1"] for e in ember.stats()["functions"] if e["qualname"] == "f"))
+    """
+    p = run(source, {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "0"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert 3 <= int(p.stdout) <= 4, p.stdout
+
+
 @pytest.mark.parametrize("var,value", [("EMBER_TIER1_THRESHOLD", "-1"), ("EMBER_TIER1_THRESHOLD", "x"),
                                        ("EMBER_MAX_TIER", "2"), ("EMBER_CODE_LIMIT_MB", "1.5"),
                                        ("EMBER_PERF_MAP", "yes")])

@@ -54,7 +54,8 @@ def enable() -> None:
     is invalid.
     """
     cfg = _config.from_environ()
-    _ember._configure(cfg.tier1_threshold, cfg.max_tier, cfg.code_limit_mb << 20, cfg.perf_map)
+    _ember._configure(cfg.tier1_threshold, cfg.tier1_threshold_loopless, cfg.max_tier, cfg.code_limit_mb << 20,
+                      cfg.perf_map)
     _ember._enable()
     if cfg.stats_path:
         _write_stats_at_exit(cfg.stats_path)

@@ -48,8 +48,12 @@ def _tier(name: str, value: str) -> int:
                       "or 1 (baseline compiler), the tiers this build has")
 
 
-#: Defaults of the compilation settings.
+#: Defaults of the compilation settings. A function without a loop runs
+#: each instruction once per call, so its compilation (a few hundred ns per
+#: instruction) pays only after many calls; one with a loop may run long in
+#: few calls, and the interpreter does not report its iterations to Ember.
 DEFAULT_TIER1_THRESHOLD = 8
+DEFAULT_TIER1_THRESHOLD_LOOPLESS = 128
 # Tier 1 is opt-in until it passes CPython's own test suite: it compiles
 # when asked for (EMBER_MAX_TIER=1, or a EMBER_TIER1_THRESHOLD, or a pin).
 DEFAULT_MAX_TIER = 0
@@ -59,13 +63,15 @@ DEFAULT_CODE_LIMIT_MB = 512
 class Config:
     # A plain class, not a dataclass: importing dataclasses would more than
     # double the time `import ember` adds to the start-up of every EMBER=1 process.
-    __slots__ = ("enabled", "stats_path", "tier1_threshold", "max_tier", "code_limit_mb", "perf_map", "raw")
+    __slots__ = ("enabled", "stats_path", "tier1_threshold", "tier1_threshold_loopless", "max_tier",
+                 "code_limit_mb", "perf_map", "raw")
 
     def __init__(self, enabled: bool = False, stats_path: str | None = None,
                  raw: dict | None = None):
         self.enabled = enabled
         self.stats_path = stats_path
         self.tier1_threshold = DEFAULT_TIER1_THRESHOLD
+        self.tier1_threshold_loopless = DEFAULT_TIER1_THRESHOLD_LOOPLESS
         self.max_tier = DEFAULT_MAX_TIER
         self.code_limit_mb = DEFAULT_CODE_LIMIT_MB
         self.perf_map = False
@@ -89,7 +95,9 @@ class Config:
 VARIABLES = {
     "EMBER": (_flag, "enabled", "1 turns Ember on at interpreter start-up (via ember.pth), 0 leaves it off"),
     "EMBER_TIER1_THRESHOLD": (_count, "tier1_threshold",
-                              f"calls before a function is compiled at tier 1; 0 compiles at the first call (default {DEFAULT_TIER1_THRESHOLD})"),
+                              f"calls before a function is compiled at tier 1, for every function; 0 compiles at the first call "
+                              f"(default: {DEFAULT_TIER1_THRESHOLD} for a function with a loop, "
+                              f"{DEFAULT_TIER1_THRESHOLD_LOOPLESS} for one without)"),
     "EMBER_MAX_TIER": (_tier, "max_tier",
                        "highest tier the automatic policy compiles to; 0 only counts (default 0, "
                        "or 1 when EMBER_TIER1_THRESHOLD is set)"),
@@ -114,9 +122,12 @@ def from_environ(environ=None) -> Config:
         parse, attr, _ = VARIABLES[name]
         setattr(cfg, attr, parse(name, environ[name]))
         cfg.raw[name] = environ[name]
-    if "EMBER_TIER1_THRESHOLD" in cfg.raw and "EMBER_MAX_TIER" not in cfg.raw:
-        # A tier-1 threshold asks for tier 1.
-        cfg.max_tier = 1
+    if "EMBER_TIER1_THRESHOLD" in cfg.raw:
+        # One threshold for every function, as given.
+        cfg.tier1_threshold_loopless = cfg.tier1_threshold
+        if "EMBER_MAX_TIER" not in cfg.raw:
+            # A tier-1 threshold asks for tier 1.
+            cfg.max_tier = 1
     return cfg
 
 
