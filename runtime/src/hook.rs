@@ -48,26 +48,24 @@ pub unsafe extern "C" fn ember_eval_frame(
     // object's instrumentation, entered afresh or resumed, with no decision
     // due (the slow path's: a hand-off to check for re-specialisation, a
     // recompile check at a power-of-two call count, a pin to the
-    // interpreter).
-    if !rec.is_null() && throwflag == 0 && !(*rec).entries.is_null() {
+    // interpreter). `rec.direct` holds that decision but for the call count
+    // and the version (records::refresh_direct); compiled code's own calls
+    // read it too (tier1/csrc/glue.c, enter_pushed).
+    if !rec.is_null() && throwflag == 0 && !(*rec).direct.entries.is_null() {
         let r = &mut *rec;
-        if jit::code_version(code) == r.compiled_version && r.profile.pinned != Some(Tier::Interpreter) {
+        if jit::code_version(code) == r.direct.version {
             let start = code_start(code);
             let ip = (*frame).instr_ptr;
             if ip == start {
                 let calls = r.profile.calls + 1;
-                let eager = r.handed_off && r.recompiles < MAX_EAGER_RECOMPILES;
-                if !eager && !calls.is_power_of_two() {
-                    let entry = *r.entries;
-                    if entry != 0 {
-                        r.profile.calls = calls;
-                        return ember_run(tstate, frame as *mut c_void, entry) as *mut abi::PyObject;
-                    }
+                if r.direct.entry != 0 && !calls.is_power_of_two() {
+                    r.profile.calls = calls;
+                    return ember_run(tstate, frame as *mut c_void, r.direct.entry) as *mut abi::PyObject;
                 }
             } else {
                 let index = ip.offset_from(start) as usize;
-                if index < r.n_entries {
-                    let entry = *r.entries.add(index);
+                if index < r.direct.n_entries as usize {
+                    let entry = *r.direct.entries.add(index);
                     if entry != 0 {
                         r.profile.resumes += 1;
                         return ember_run(tstate, frame as *mut c_void, entry) as *mut abi::PyObject;
@@ -142,7 +140,6 @@ unsafe fn eval_frame_slow(
     }
     abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag)
 }
-
 
 #[inline(always)]
 fn wants_tier1(rec: &mut records::CodeRecord, settings: &jit::Settings) -> bool {

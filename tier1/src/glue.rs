@@ -16,12 +16,12 @@ extern "C" {
     fn ember_set_evaluator(evaluator: *const c_void);
 }
 
-/// The runtime's records of code objects, for calls from compiled code to
-/// enter compiled callees without the evaluator: a table probed as
-/// `ember_profiler::RawMap` describes, whose values point to a
-/// `#[repr(C)]` struct of `{entry: u64, version: u64, calls: *mut u64}`
-/// (see `enter_pushed` in csrc/glue.c). Publish it again after every change
-/// that may move the table.
+/// The runtime's records of code objects, for calls and resumptions from
+/// compiled code to enter compiled code without the evaluator: a table
+/// probed as `ember_profiler::RawMap` describes, whose values point to a
+/// record starting with the runtime's `#[repr(C)]` `DirectEntry` (mirrored
+/// by `ember_direct_entry` in csrc/glue.c). Publish it again after every
+/// change that may move the table.
 ///
 /// # Safety
 /// GIL held; the table and what it points to stay valid until replaced.
