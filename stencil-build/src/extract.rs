@@ -18,6 +18,7 @@ use crate::{BuiltStencil, Error, StencilSet, STENCIL_PREFIX};
 const HOLE_SYMBOLS: &[(&str, HoleValue)] = &[
     ("_EMBER_OPARG", HoleValue::Oparg),
     ("_EMBER_OPERAND0", HoleValue::Operand0),
+    ("_EMBER_OPERAND0_U32", HoleValue::Operand0),
     ("_EMBER_OPERAND1", HoleValue::Operand1),
     ("_EMBER_THIS_INSTR", HoleValue::ThisInstr),
     ("_EMBER_DISPATCH_INSTR", HoleValue::DispatchInstr),

@@ -7,8 +7,11 @@
 //! cache lines they need, and compiled code runs out of the instruction
 //! cache long before the interpreter does. So each stencil is cut after the
 //! first jump to its continuation (the end of its common path, as clang
-//! orders blocks): the part before stays `code`, the rest becomes `cold`,
-//! which tier 1 places after all the code of a function.
+//! orders blocks), or, with no unconditional one, after the first
+//! conditional one (a guard whose failure clang laid out after it; the
+//! branch is inverted to reach the failure): the part before stays `code`,
+//! the rest becomes `cold`, which tier 1 places after all the code of a
+//! function.
 //!
 //! Both parts keep their instructions' bytes; only the branches between
 //! the parts change. A branch from one part to the other becomes a 32-bit
@@ -93,6 +96,16 @@ fn is_continue_jump(code: &[u8], holes: &[Hole], off: u32, len: u32) -> bool {
         })
 }
 
+/// `jcc Continue` (a conditional tail call clang emitted for CONTINUE()).
+fn is_cond_continue_jump(code: &[u8], holes: &[Hole], off: u32, len: u32) -> bool {
+    len == 6
+        && code[off as usize] == 0x0F
+        && code[off as usize + 1] & 0xF0 == 0x80
+        && holes.iter().any(|h| {
+            h.offset == off + 2 && h.kind == RelocKind::X86_64_PC32 && h.value == HoleValue::Continue && h.addend == -4
+        })
+}
+
 fn plan(s: &BuiltStencil) -> Option<Plan> {
     let code = &s.code;
     let end = code.len() as u32;
@@ -167,14 +180,40 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
             }
         }
     }
-    // The common path ends at the first jump to the continuation.
-    let cut = insns.iter().position(|i| is_continue_jump(code, &holes, i.off, i.len))? + 1;
+    // The common path ends at the first jump to the continuation; without
+    // an unconditional one, at the first conditional one (a guard, clang
+    // having laid out its failure after it), which then branches to the
+    // cold part when the guard fails instead.
+    let (cut, inverted) = match insns.iter().position(|i| is_continue_jump(code, &holes, i.off, i.len)) {
+        Some(k) => (k + 1, false),
+        None => {
+            let k = insns.iter().position(|i| {
+                matches!(i.kind, Kind::Branch { cc: Some(_), target } if target == end)
+                    || is_cond_continue_jump(code, &holes, i.off, i.len)
+            })?;
+            (k + 1, true)
+        }
+    };
     if cut >= insns.len() {
         return None;
     }
     let split_off = insns[cut].off;
     if (end - split_off) < MIN_COLD as u32 {
         return None;
+    }
+    if inverted {
+        let i = &mut insns[cut - 1];
+        let cc = match i.kind {
+            Kind::Branch { cc: Some(c), .. } => c,
+            _ => {
+                // `jcc Continue`: its hole goes, the branch is rewritten.
+                let at = i.off + 2;
+                holes.retain(|h| h.offset != at);
+                code[i.off as usize + 1] & 0x0F
+            }
+        };
+        // x86 condition codes come in pairs that differ in the low bit.
+        i.kind = Kind::Branch { cc: Some(cc ^ 1), target: split_off };
     }
     let part = |off: u32| if off < split_off { Part::Hot } else { Part::Cold };
     // The cold part must not run off its end into whatever follows it: the
@@ -290,7 +329,12 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
             }
         }
     }
-    let [(hot, hot_holes), (mut cold, mut cold_holes)] = out;
+    let [(mut hot, mut hot_holes), (mut cold, mut cold_holes)] = out;
+    if inverted {
+        hot.push(0xE9);
+        hot_holes.push(Hole { offset: hot.len() as u32, kind: RelocKind::X86_64_PC32, value: HoleValue::Continue, addend: -4 });
+        hot.extend_from_slice(&[0; 4]);
+    }
     if falls_through {
         cold.push(0xE9);
         cold_holes.push(Hole { offset: cold.len() as u32, kind: RelocKind::X86_64_PC32, value: HoleValue::Continue, addend: -4 });
@@ -363,6 +407,49 @@ mod tests {
     }
 
     #[test]
+    fn splits_after_a_guard_that_continues() {
+        // 0: test rdi,rdi; 3: je +16 (-> 21, the end: the continuation);
+        // 5..21: the guard's failure (nops), falling off the end.
+        let mut code = vec![0x48, 0x85, 0xFF, 0x74, 0x10];
+        code.extend(std::iter::repeat_n(0x90, 16));
+        let mut s = stencil(code, vec![]);
+        assert!(split_cold(&mut s));
+        // Hot: test; jne rel32 -> Cold+0; jmp CONTINUE (dropped when the next
+        // stencil follows).
+        assert_eq!(s.code, vec![0x48, 0x85, 0xFF, 0x0F, 0x85, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0]);
+        assert_eq!(s.trailing_continue, Some(9));
+        assert_eq!(
+            s.code_holes,
+            vec![Hole { offset: 5, kind: RelocKind::X86_64_PC32, value: HoleValue::Cold, addend: -4 }, cont(10)]
+        );
+        // Cold: the nops, then the jump to the continuation they fell into.
+        assert_eq!(s.cold.len(), 16 + 5);
+        assert_eq!(s.cold[16], 0xE9);
+        assert_eq!(s.cold_holes, vec![cont(17)]);
+    }
+
+    #[test]
+    fn splits_after_a_conditional_tail_call_to_the_continuation() {
+        // 0: test rdi,rdi; 3: je CONTINUE (0F 84 + hole); 9..25: the guard's
+        // failure: nops, then 25: jmp DEOPT.
+        let mut code = vec![0x48, 0x85, 0xFF, 0x0F, 0x84, 0, 0, 0, 0];
+        code.extend(std::iter::repeat_n(0x90, 16));
+        code.extend([0xE9, 0, 0, 0, 0]);
+        let deopt = Hole { offset: 26, kind: RelocKind::X86_64_PC32, value: HoleValue::Deopt, addend: -4 };
+        let mut s = stencil(code, vec![cont(5), deopt]);
+        assert!(split_cold(&mut s));
+        assert_eq!(s.code, vec![0x48, 0x85, 0xFF, 0x0F, 0x85, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0]);
+        assert_eq!(s.trailing_continue, Some(9));
+        assert_eq!(
+            s.code_holes,
+            vec![Hole { offset: 5, kind: RelocKind::X86_64_PC32, value: HoleValue::Cold, addend: -4 }, cont(10)]
+        );
+        // Cold: the nops and the jump to DEOPT, which does not fall through.
+        assert_eq!(s.cold.len(), 16 + 5);
+        assert_eq!(s.cold_holes, vec![Hole { offset: 17, ..deopt }]);
+    }
+
+    #[test]
     fn leaves_whole_what_it_cannot_move() {
         // lea rax,[rip+0] without a relocation.
         let mut code = vec![0x48, 0x8D, 0x05, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0];
@@ -372,6 +459,9 @@ mod tests {
         assert_eq!(s.code, code);
         // No jump to the continuation: nothing to cut after.
         let mut s = stencil(vec![0x90; 40], vec![]);
+        assert!(!split_cold(&mut s));
+        // A guard whose failure is too short to be worth moving.
+        let mut s = stencil(vec![0x48, 0x85, 0xFF, 0x74, 0x04, 0x90, 0x90, 0x90, 0x90], vec![]);
         assert!(!split_cold(&mut s));
     }
 }

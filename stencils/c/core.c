@@ -16,7 +16,7 @@ EMBER_STENCIL(DEOPT_EXIT)
  * to the tracer, so it takes the frame over here. */
 EMBER_STENCIL(LINE_CHECK)
 {
-    if (UNLIKELY(ember_instrumentation_changed(tstate, OPERAND0))) {
+    if (UNLIKELY(ember_instrumentation_changed(tstate, OPERAND0_U32))) {
         DEOPT_HERE();
     }
     CONTINUE();
@@ -62,8 +62,8 @@ EMBER_STENCIL(NOP)
  * here (its RESUME instruments the code). */
 #define RESUME_BODY()                                                            \
     do {                                                                         \
-        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0))) {                 \
-            if (ember_instrumentation_changed(tstate, OPERAND0)) {               \
+        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {                 \
+            if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {               \
                 DEOPT_HERE();                                                    \
             }                                                                    \
             /* Periodic check, except right after a yield-from/await             \
@@ -293,8 +293,8 @@ EMBER_STENCIL(JUMP_BACKWARD)
 {
     ++*(uint64_t *)OPERAND1;
     QUICKEN_TO(JUMP_BACKWARD, tstate->interp->jit ? EMBER_OP_JUMP_BACKWARD_JIT : EMBER_OP_JUMP_BACKWARD_NO_JIT);
-    if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0))) {
-        if (ember_instrumentation_changed(tstate, OPERAND0)) {
+    if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {
+        if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {
             frame->instr_ptr = NEXT_INSTR - OPARG;
             DEOPT();
         }

@@ -34,6 +34,9 @@ typedef EMBER_CC PyObject *(*ember_cont)(EMBER_ARGS);
 /* Value holes: the address of the symbol is the value. */
 extern char _EMBER_OPARG[];
 extern char _EMBER_OPERAND0[];
+/* OPERAND0 where the stencil needs only 32 bits of it (the instrumentation
+ * version); tier 1 refuses code whose value does not fit. */
+extern char _EMBER_OPERAND0_U32[];
 extern char _EMBER_OPERAND1[];
 extern char _EMBER_THIS_INSTR[];
 extern char _EMBER_DISPATCH_INSTR[];
@@ -56,7 +59,35 @@ ember_hole(const void *sym)
     return v;
 }
 
-#define OPARG ((int)ember_hole(_EMBER_OPARG))
+/* A hole whose value fits in 32 bits, zero-extended. On x86-64 the asm is the
+ * load itself, a 5-byte `mov r32, imm32` (R_X86_64_32) where clang would
+ * otherwise emit a 10-byte `movabs` (every data address is "large" here) and
+ * a zero extension after the barrier. */
+static inline __attribute__((always_inline)) uintptr_t
+ember_hole32(const void *sym)
+{
+    uintptr_t v;
+#if defined(__x86_64__)
+    __asm__("movl $%c1, %k0" : "=r"(v) : "i"(sym));
+#else
+    v = (uint32_t)ember_hole(sym);
+#endif
+    __builtin_assume(v <= 0xffffffffu);
+    return v;
+}
+
+/* The oparg is a non-negative int (tier 1 refuses larger ones): knowing it
+ * lets clang index with it without a sign extension. */
+static inline __attribute__((always_inline)) int
+ember_oparg(void)
+{
+    uintptr_t v = ember_hole32(_EMBER_OPARG);
+    __builtin_assume(v <= 0x7fffffff);
+    return (int)v;
+}
+
+#define OPARG ember_oparg()
+#define OPERAND0_U32 ember_hole32(_EMBER_OPERAND0_U32)
 #define OPERAND0 ember_hole(_EMBER_OPERAND0)
 #define OPERAND1 ember_hole(_EMBER_OPERAND1)
 #define THIS_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_THIS_INSTR))

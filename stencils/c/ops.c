@@ -404,8 +404,8 @@ EMBER_STENCIL(POP_ITER)
  * OPERAND0: the instrumentation version compiled for. */
 #define AFTER_CALL()                                                  \
     do {                                                              \
-        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0))) {      \
-            if (ember_instrumentation_changed(tstate, OPERAND0)) {    \
+        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {      \
+            if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {    \
                 frame->instr_ptr = NEXT_INSTR;                        \
                 DEOPT();                                              \
             }                                                         \

@@ -237,6 +237,10 @@ fn decode_into(
             c += 1;
         }
         let oparg = (ext << 8) | (word >> 8) as u32;
+        if oparg > i32::MAX as u32 {
+            // Stencils take the oparg as a non-negative int (ember_stencil.h).
+            return Err(Refusal::Malformed(format!("oparg {oparg} over 2**31")));
+        }
         let next = i + 1 + caches;
         ext = if op.extended_arg { oparg } else { 0 };
         let dispatch = if ext_start == NO_EXT { i as u32 } else { ext_start };

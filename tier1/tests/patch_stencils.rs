@@ -172,7 +172,11 @@ impl Layout {
 
     /// Patches one hole as tier 1 does.
     fn patch(&mut self, buf: &mut [u8], base: u64, hole: ember_stencils::Hole) -> Patched {
-        let s = self.resolve(hole.value);
+        let mut s = self.resolve(hole.value);
+        if matches!(hole.kind, RelocKind::X86_64_32 | RelocKind::X86_64_32S) {
+            // A 32-bit hole (the oparg, OPERAND0_U32) gets a value that fits.
+            s &= 0x7fff_ffff;
+        }
         let field = base + hole.offset as u64;
         if patch::is_got(hole.kind) {
             let slot = self.slot(s);
@@ -252,6 +256,12 @@ fn check_x86(stencil: &Stencil, code: &[u8], layout: &Layout, patched: &[Patched
                 if p.hole.value == HoleValue::Code {
                     assert!(referred >= layout.code_base && referred < layout.code_base + code.len() as u64);
                 }
+            }
+            RelocKind::X86_64_32 | RelocKind::X86_64_32S => {
+                let imm = (0..insn.op_count())
+                    .find(|&i| matches!(insn.op_kind(i), OpKind::Immediate32 | OpKind::Immediate32to64))
+                    .map(|i| insn.immediate(i) & 0xffff_ffff);
+                assert_eq!(imm, Some(p.value), "{}: {:?}", stencil.name, p.hole);
             }
             other => panic!("{}: {other:?} in x86-64 code", stencil.name),
         }
