@@ -1317,3 +1317,154 @@ def test_lasti_round_trips_between_compiled_code_and_interpreter(ember_on):
     assert tb.tb_lineno == first + 2 and tb.tb_frame.f_lineno == first + 2
     assert _record(ember, _body_raises)["calls"] == calls + 1
     gc.collect()
+
+
+# --- resuming through chains of `yield from` / `await` ------------------------
+# A generator suspended in a `yield from` whose delegate is a generator is
+# passed through on resumption (tier1/csrc/glue.c, ember_resume_delegating):
+# every level must still look executing from inside the innermost one, and a
+# delegate that returns or raises must hand its outcome to the level above.
+
+def test_yield_from_chain_state_seen_from_the_innermost_generator():
+    check("""
+        import sys, traceback
+
+        def frames():
+            f, out = sys._getframe(1), []
+            while f is not None and f.f_code.co_name != "<module>":
+                out.append((f.f_code.co_name, f.f_lineno, f.f_lasti))
+                f = f.f_back
+            return out
+
+        def leaf(tag, gens):
+            got = yield (tag, 0)
+            for i in range(1, 5):
+                print(tag, "got", got,
+                      [(g.gi_running, g.gi_suspended, g.gi_yieldfrom is not None) for g in gens])
+                print(tag, "frames", frames())
+                print(tag, "handling", repr(sys.exception()))
+                if got == "raise":
+                    raise KeyError(tag)
+                if got == "return":
+                    return tag + "-returned"
+                got = yield (tag, i)
+            return tag + "-done"
+
+        def middle(depth, tag, gens):
+            g = leaf(tag, gens) if depth == 0 else middle(depth - 1, tag, gens)
+            gens.append(g)
+            if depth == 3:
+                try:
+                    raise ValueError("handled at depth 3")
+                except ValueError:
+                    r = yield from g
+            elif depth % 2 == 0:
+                try:
+                    r = yield from g
+                except KeyError as e:
+                    print("caught at depth", depth, repr(e))
+                    r = yield ("recovered", depth)
+            else:
+                r = yield from g
+            return (r, depth)
+
+        for mode in ["plain", "return", "raise"]:
+            gens = []
+            top = middle(5, mode, gens)
+            gens.append(top)
+            out = [next(top)]
+            try:
+                for v in ["a", "b", mode, "c", "d", "e", "f"]:
+                    out.append(top.send(v))
+            except StopIteration as e:
+                out.append(("stop", e.value))
+            except KeyError as e:
+                out.append(("error", repr(e)))
+                traceback.print_exc(file=sys.stdout)
+            print(mode, out)
+            print([(g.gi_frame.f_lineno, g.gi_frame.f_lasti) if g.gi_frame else None for g in gens])
+    """)
+
+
+def test_await_chain_through_a_custom_awaitable():
+    check("""
+        import sys
+
+        class Tick:
+            def __init__(self, n):
+                self.n = n
+            def __await__(self):
+                x = yield ("tick", self.n)
+                if x == "boom":
+                    raise ValueError(self.n)
+                return x
+
+        async def leaf(n):
+            a = await Tick(n)
+            b = await Tick(n + 1)
+            return (a, b)
+
+        async def mid(d, n):
+            if d == 0:
+                return await leaf(n)
+            try:
+                return await mid(d - 1, n)
+            except ValueError as e:
+                print("mid", d, "caught", repr(e), sys._getframe().f_lineno)
+                return await Tick(-d)
+
+        for script in [["x", "y"], ["x", "boom", "z"], ["boom", "boom", "boom", "boom", "boom", "q"]]:
+            c = mid(4, 10)
+            got = [c.send(None)]
+            try:
+                for v in script:
+                    got.append(c.send(v))
+            except StopIteration as e:
+                got.append(("done", e.value))
+            except ValueError as e:
+                got.append(("raised", repr(e)))
+            print(got)
+            c.close()
+    """)
+
+
+def _chain_leaf(n):
+    for i in range(n):
+        x = yield i
+        if x == "raise":
+            raise KeyError(i)
+    return "leaf"
+
+
+def _chain(depth, n):
+    if depth == 0:
+        r = yield from _chain_leaf(n)
+    else:
+        try:
+            r = yield from _chain(depth - 1, n)
+        except KeyError:
+            r = "caught"
+    return r
+
+
+def test_yield_from_chains_are_passed_through(ember_on):
+    ember = ember_on
+    for fn in (_chain_leaf, _chain):
+        _tier1(ember, fn, lambda: list(_chain(3, 3)))
+    passed = ember.stats()["global"]["tier1"]["delegations_passed"]
+    resumes = _record(ember, _chain)["resumes"]
+    # Six levels of _chain above the leaf. The first value comes from every
+    # level's first run up to its SEND. Each later resumption enters the top
+    # level (list() resumes it through the evaluator) and is passed down
+    # through the five levels below it: twice to a yield, then once to the
+    # leaf's return, which every level then goes on from. A passed level
+    # still counts as resumed, as when its code runs: four times each.
+    assert list(_chain(5, 3)) == [0, 1, 2]
+    assert ember.stats()["global"]["tier1"]["delegations_passed"] == passed + 3 * 5
+    assert _record(ember, _chain)["resumes"] == resumes + 4 * 6
+    # An exception from the leaf, caught at the level just above it.
+    g = _chain(5, 3)
+    assert next(g) == 0 and g.send(None) == 1
+    with pytest.raises(StopIteration) as e:
+        g.send("raise")
+    assert e.value.value == "caught"

@@ -4,6 +4,8 @@
 #include "pycore_runtime.h"
 
 PyObject *ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame);
+/* glue.c: resumption through `yield from`/`await` levels; 2 when not taken. */
+int ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, PyObject **presult);
 
 /* RETURN_GENERATOR: move `frame` (pushed by the call, owned by the thread)
  * into a new generator, coroutine or async generator, pop it, and return
@@ -40,6 +42,12 @@ static inline int
 ember_gen_resume(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, PyObject **presult)
 {
     int8_t state = gen->gi_frame_state;
+    if (state == FRAME_SUSPENDED_YIELD_FROM) {
+        int status = ember_resume_delegating(tstate, gen, arg, presult);
+        if (status != EMBER_GEN_NOT_RUN) {
+            return status;
+        }
+    }
     if (!(FRAME_STATE_SUSPENDED(state) || (state == FRAME_CREATED && arg == Py_None))) {
         return EMBER_GEN_NOT_RUN;
     }

@@ -3,6 +3,7 @@
  * Compiled into the ember module with clang (preserve_none), against
  * CPython 3.14's headers. Stencils reach these through Symbol holes. */
 #include "../../stencils/c/ember_stencil.h"
+#include "pycore_genobject.h"
 
 /* Run `frame` in compiled code starting at `entry` (the stencil for the
  * instruction at frame->instr_ptr). The same bookkeeping as the interpreter's
@@ -425,6 +426,175 @@ ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame)
         }
     }
     return _PyEval_EvalFrame(tstate, frame, 0);
+}
+
+/* --- Resuming through `yield from` / `await` ------------------------------
+ *
+ * A generator or coroutine suspended in a `yield from`/`await` loop (SEND,
+ * YIELD_VALUE 1, RESUME, JUMP_BACKWARD_NO_INTERRUPT back to the SEND) whose
+ * delegate is itself a generator or coroutine does nothing when resumed but
+ * pass the sent value down to its delegate and, when that yields, yield the
+ * same value up. Its compiled code would do that through a native call per
+ * level (the SEND's, then the delegate's entry); instead the levels are
+ * made current one after the other, as resuming each and running it up to
+ * its SEND does (generator state, exception state, frame chain, recursion
+ * depth, instr_ptr at the SEND), the innermost delegate is sent the value,
+ * and on a yield each level is suspended again as its YIELD_VALUE does. A
+ * level whose delegate returned or raised goes on in its compiled code from
+ * its SEND's outcome (the END_SEND, or the SEND's exception handling), as
+ * the SEND stencil would. A level is passed through only when its compiled
+ * code is what would run it: compiled and valid for the current
+ * instrumentation version (whose RESUME after a yield-from has nothing else
+ * to do), with an entry where it would resume. */
+
+#define EMBER_CHAIN_MAX 64
+
+/* Levels passed through so far (ember.stats(): tier1 delegations). */
+uint64_t ember_delegations_passed = 0;
+
+/* The SEND of the `yield from`/`await` loop `frame` is suspended in (at the
+ * RESUME after its YIELD_VALUE), or NULL when the code there is not that
+ * loop as the compiler emits it. */
+static _Py_CODEUNIT *
+delegating_send(_PyInterpreterFrame *frame)
+{
+    _Py_CODEUNIT *first = _PyFrame_GetBytecode(frame);
+    _Py_CODEUNIT *ip = frame->instr_ptr;
+    if (ip - first < 4) {
+        return NULL;
+    }
+    int resume = ip[0].op.code;
+    if ((resume != EMBER_OP_RESUME && resume != EMBER_OP_RESUME_CHECK)
+        || (ip[0].op.arg & RESUME_OPARG_LOCATION_MASK) < RESUME_AFTER_YIELD_FROM) {
+        return NULL;
+    }
+    /* JUMP_BACKWARD_NO_INTERRUPT 5: from after itself back to the SEND. */
+    if (ip[-1].op.code != EMBER_OP_YIELD_VALUE || ip[-1].op.arg != 1 || ip[1].op.code != EMBER_OP_JUMP_BACKWARD_NO_INTERRUPT
+        || ip[1].op.arg != 5) {
+        return NULL;
+    }
+    _Py_CODEUNIT *send = ip - 3;
+    if ((send[0].op.code != EMBER_OP_SEND && send[0].op.code != EMBER_OP_SEND_GEN) || send[-1].op.code == EMBER_OP_EXTENDED_ARG) {
+        return NULL;
+    }
+    return send;
+}
+
+/* The level whose SEND got `status` (1: the delegate returned *presult; -1:
+ * it raised) goes on in its compiled code, as its SEND stencil would: 0
+ * with *presult what it yields next, 1 with what it returns, -1 on error. */
+static int
+continue_after_send(PyThreadState *tstate, PyGenObject *gen, const uint64_t *entries, _Py_CODEUNIT *send, int status,
+                    PyObject **presult)
+{
+    _PyInterpreterFrame *frame = &gen->gi_iframe;
+    _PyStackRef *sp = frame->stackpointer;
+    int index = (int)(send - _PyFrame_GetBytecode(frame));
+    ember_cont entry;
+    if (status == 1) {
+        /* (receiver -- receiver, retval), on to the END_SEND. */
+        *sp++ = PyStackRef_FromPyObjectSteal(*presult);
+        entry = (ember_cont)entries[index + 1 + INLINE_CACHE_ENTRIES_SEND + send->op.arg];
+    }
+    else {
+        int handler = ember_unwind(frame, &sp, tstate, index, 1);
+        if (handler < 0) {
+            *presult = NULL;
+            return -1;
+        }
+        entry = (ember_cont)entries[handler];
+    }
+    /* As run_compiled: the code object outlives its compiled code's run. */
+    PyObject *code = Py_NewRef((PyObject *)_PyFrame_GetCode(frame));
+    PyObject *res = entry(frame, sp, tstate);
+    Py_DECREF(code);
+    *presult = res;
+    if (res == NULL) {
+        return -1;
+    }
+    return FRAME_STATE_SUSPENDED(gen->gi_frame_state) ? 0 : 1;
+}
+
+int ember_send(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *receiver, PyObject *v,
+               PyObject **result);
+
+/* Resume `gen` (suspended in a `yield from`/`await`) with `arg` through
+ * the levels that can be passed (see above). A PySendResult, or 2 when not
+ * even `gen` can be: the caller then resumes it the usual way. */
+int
+ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, PyObject **presult)
+{
+    struct {
+        PyGenObject *gen;
+        const uint64_t *entries;
+        _Py_CODEUNIT *send;
+    } level[EMBER_CHAIN_MAX];
+    int n = 0;
+    uintptr_t version = _Py_atomic_load_uintptr_relaxed(&tstate->eval_breaker) & ~(uintptr_t)_PY_EVAL_EVENTS_MASK;
+    PyGenObject *g = gen;
+    while (n < EMBER_CHAIN_MAX && g->gi_frame_state == FRAME_SUSPENDED_YIELD_FROM) {
+        _PyInterpreterFrame *f = &g->gi_iframe;
+        PyCodeObject *code = _PyFrame_GetCode(f);
+        ember_direct_entry *d = find_direct(tstate, code);
+        if (d == NULL || d->entries == NULL || d->version != version || code->_co_instrumentation_version != version) {
+            break;
+        }
+        _Py_CODEUNIT *send = delegating_send(f);
+        if (send == NULL) {
+            break;
+        }
+        uint64_t at = (uint64_t)(f->instr_ptr - _PyFrame_GetBytecode(f));
+        uint64_t end_send = (uint64_t)(send - _PyFrame_GetBytecode(f)) + 1 + INLINE_CACHE_ENTRIES_SEND + send->op.arg;
+        if (end_send >= d->n_entries || d->entries[at] == 0 || d->entries[end_send] == 0) {
+            break;
+        }
+        PyObject *delegate = PyStackRef_AsPyObjectBorrow(f->stackpointer[-1]);
+        if (Py_TYPE(delegate) != &PyGen_Type && Py_TYPE(delegate) != &PyCoro_Type) {
+            break;
+        }
+        if (tstate->py_recursion_remaining <= 0 || _Py_ReachedRecursionLimit(tstate)) {
+            break;
+        }
+        /* Resumed (ember_gen_resume, run_compiled) and run up to its SEND. */
+        g->gi_exc_state.previous_item = tstate->exc_info;
+        tstate->exc_info = &g->gi_exc_state;
+        g->gi_frame_state = FRAME_EXECUTING;
+        ++*d->resumes;
+        tstate->py_recursion_remaining--;
+        f->previous = tstate->current_frame;
+        tstate->current_frame = f;
+        f->instr_ptr = send;
+        level[n].gen = g;
+        level[n].entries = d->entries;
+        level[n].send = send;
+        n++;
+        g = (PyGenObject *)delegate;
+    }
+    if (n == 0) {
+        return 2;
+    }
+    ember_delegations_passed += (uint64_t)n;
+    PyObject *result;
+    int status = ember_send(tstate, &level[n - 1].gen->gi_iframe, (PyObject *)g, arg, &result);
+    while (n > 0) {
+        n--;
+        PyGenObject *lg = level[n].gen;
+        if (status == 0) {
+            /* Its YIELD_VALUE: suspended again where it was. */
+            _PyInterpreterFrame *f = &lg->gi_iframe;
+            f->instr_ptr = level[n].send + 3;
+            lg->gi_frame_state = FRAME_SUSPENDED_YIELD_FROM;
+            tstate->exc_info = lg->gi_exc_state.previous_item;
+            lg->gi_exc_state.previous_item = NULL;
+            tstate->py_recursion_remaining++;
+            tstate->current_frame = f->previous;
+            f->previous = NULL;
+            continue;
+        }
+        status = continue_after_send(tstate, lg, level[n].entries, level[n].send, status, &result);
+    }
+    *presult = result;
+    return status == 0 ? PYGEN_NEXT : status == 1 ? PYGEN_RETURN : PYGEN_ERROR;
 }
 
 /* C(args) for a class C of metaclass `type` with object's __new__ and a

@@ -14,6 +14,14 @@ extern "C" {
     static mut ember_handoff_observer: Option<unsafe extern "C" fn(code: *mut c_void)>;
     fn ember_set_records(slots: *const c_void, mask: usize, shift: u32);
     fn ember_set_evaluator(evaluator: *const c_void);
+    static ember_delegations_passed: u64;
+}
+
+/// Levels of `yield from`/`await` that resumptions passed through without
+/// running their code (csrc/glue.c, ember_resume_delegating).
+pub fn delegations_passed() -> u64 {
+    // SAFETY: a counter written with the GIL held, which callers hold.
+    unsafe { core::ptr::addr_of!(ember_delegations_passed).read() }
 }
 
 /// The runtime's records of code objects, for calls and resumptions from
