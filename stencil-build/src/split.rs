@@ -88,12 +88,13 @@ pub(crate) fn split_cold(s: &mut BuiltStencil) -> bool {
 
 type Plan = (Vec<u8>, Vec<Hole>, Vec<u8>, Vec<Hole>, u32);
 
+/// The rel32 field of a branch to the continuation, at `offset`.
+fn continue_hole(offset: u32) -> Hole {
+    Hole { offset, kind: RelocKind::X86_64_PC32, value: HoleValue::Continue, addend: -4 }
+}
+
 fn is_continue_jump(code: &[u8], holes: &[Hole], off: u32, len: u32) -> bool {
-    len == 5
-        && code[off as usize] == 0xE9
-        && holes.iter().any(|h| {
-            h.offset == off + 1 && h.kind == RelocKind::X86_64_PC32 && h.value == HoleValue::Continue && h.addend == -4
-        })
+    len == 5 && code[off as usize] == 0xE9 && holes.contains(&continue_hole(off + 1))
 }
 
 /// `jcc Continue` (a conditional tail call clang emitted for CONTINUE()).
@@ -101,9 +102,14 @@ fn is_cond_continue_jump(code: &[u8], holes: &[Hole], off: u32, len: u32) -> boo
     len == 6
         && code[off as usize] == 0x0F
         && code[off as usize + 1] & 0xF0 == 0x80
-        && holes.iter().any(|h| {
-            h.offset == off + 2 && h.kind == RelocKind::X86_64_PC32 && h.value == HoleValue::Continue && h.addend == -4
-        })
+        && holes.contains(&continue_hole(off + 2))
+}
+
+/// Appends `jmp Continue`.
+fn push_continue_jump(buf: &mut Vec<u8>, holes: &mut Vec<Hole>) {
+    buf.push(0xE9);
+    holes.push(continue_hole(buf.len() as u32));
+    buf.extend_from_slice(&[0; 4]);
 }
 
 fn plan(s: &BuiltStencil) -> Option<Plan> {
@@ -315,7 +321,7 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
                 let field = buf.len() as u32;
                 if target == end {
                     buf.extend_from_slice(&[0; 4]);
-                    hs.push(Hole { offset: field, kind: RelocKind::X86_64_PC32, value: HoleValue::Continue, addend: -4 });
+                    hs.push(continue_hole(field));
                     continue;
                 }
                 let (tp, t) = new_target(target);
@@ -331,14 +337,10 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
     }
     let [(mut hot, mut hot_holes), (mut cold, mut cold_holes)] = out;
     if inverted {
-        hot.push(0xE9);
-        hot_holes.push(Hole { offset: hot.len() as u32, kind: RelocKind::X86_64_PC32, value: HoleValue::Continue, addend: -4 });
-        hot.extend_from_slice(&[0; 4]);
+        push_continue_jump(&mut hot, &mut hot_holes);
     }
     if falls_through {
-        cold.push(0xE9);
-        cold_holes.push(Hole { offset: cold.len() as u32, kind: RelocKind::X86_64_PC32, value: HoleValue::Continue, addend: -4 });
-        cold.extend_from_slice(&[0; 4]);
+        push_continue_jump(&mut cold, &mut cold_holes);
     }
     // The common path ends with its jump to the continuation: dropped when
     // the next stencil follows.
@@ -374,7 +376,18 @@ mod tests {
     }
 
     fn cont(offset: u32) -> Hole {
-        Hole { offset, kind: RelocKind::X86_64_PC32, value: HoleValue::Continue, addend: -4 }
+        continue_hole(offset)
+    }
+
+    /// The hot part both guard shapes split into: test rdi,rdi; jne rel32 ->
+    /// Cold+0; jmp CONTINUE (dropped when the next stencil follows).
+    fn assert_inverted_guard(s: &BuiltStencil) {
+        assert_eq!(s.code, vec![0x48, 0x85, 0xFF, 0x0F, 0x85, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0]);
+        assert_eq!(s.trailing_continue, Some(9));
+        assert_eq!(
+            s.code_holes,
+            vec![Hole { offset: 5, kind: RelocKind::X86_64_PC32, value: HoleValue::Cold, addend: -4 }, cont(10)]
+        );
     }
 
     #[test]
@@ -414,14 +427,7 @@ mod tests {
         code.extend(std::iter::repeat_n(0x90, 16));
         let mut s = stencil(code, vec![]);
         assert!(split_cold(&mut s));
-        // Hot: test; jne rel32 -> Cold+0; jmp CONTINUE (dropped when the next
-        // stencil follows).
-        assert_eq!(s.code, vec![0x48, 0x85, 0xFF, 0x0F, 0x85, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0]);
-        assert_eq!(s.trailing_continue, Some(9));
-        assert_eq!(
-            s.code_holes,
-            vec![Hole { offset: 5, kind: RelocKind::X86_64_PC32, value: HoleValue::Cold, addend: -4 }, cont(10)]
-        );
+        assert_inverted_guard(&s);
         // Cold: the nops, then the jump to the continuation they fell into.
         assert_eq!(s.cold.len(), 16 + 5);
         assert_eq!(s.cold[16], 0xE9);
@@ -438,12 +444,7 @@ mod tests {
         let deopt = Hole { offset: 26, kind: RelocKind::X86_64_PC32, value: HoleValue::Deopt, addend: -4 };
         let mut s = stencil(code, vec![cont(5), deopt]);
         assert!(split_cold(&mut s));
-        assert_eq!(s.code, vec![0x48, 0x85, 0xFF, 0x0F, 0x85, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0]);
-        assert_eq!(s.trailing_continue, Some(9));
-        assert_eq!(
-            s.code_holes,
-            vec![Hole { offset: 5, kind: RelocKind::X86_64_PC32, value: HoleValue::Cold, addend: -4 }, cont(10)]
-        );
+        assert_inverted_guard(&s);
         // Cold: the nops and the jump to DEOPT, which does not fall through.
         assert_eq!(s.cold.len(), 16 + 5);
         assert_eq!(s.cold_holes, vec![Hole { offset: 17, ..deopt }]);

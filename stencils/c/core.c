@@ -62,8 +62,8 @@ EMBER_STENCIL(NOP)
  * here (its RESUME instruments the code). */
 #define RESUME_BODY()                                                            \
     do {                                                                         \
-        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {                 \
-            if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {               \
+        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {             \
+            if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {           \
                 DEOPT_HERE();                                                    \
             }                                                                    \
             /* Periodic check, except right after a yield-from/await             \

@@ -717,8 +717,8 @@ EMBER_STENCIL(STORE_SUBSCR_DICT)
  * compiled for. */
 #define CALL_CHECK_PERIODIC()                                                  \
     do {                                                                       \
-        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {               \
-            if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {             \
+        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {           \
+            if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {         \
                 frame->instr_ptr = NEXT_INSTR;                                 \
                 DEOPT();                                                       \
             }                                                                  \
@@ -733,7 +733,7 @@ EMBER_STENCIL(STORE_SUBSCR_DICT)
  * only instrumentation switched on by the call matters. */
 #define CALL_CHECK_INSTRUMENTATION()                                           \
     do {                                                                       \
-        if (UNLIKELY(ember_instrumentation_changed(tstate, OPERAND0_U32))) {       \
+        if (UNLIKELY(ember_instrumentation_changed(tstate, OPERAND0_U32))) {   \
             frame->instr_ptr = NEXT_INSTR;                                     \
             DEOPT();                                                           \
         }                                                                      \

@@ -34,18 +34,18 @@ int ember_name_annotate(PyObject *func, PyObject *annotate);
 /* After a call, as CALL does (stencils/c/ops.c): pending events, and the
  * interpreter takes over if the call switched instrumentation on.
  * OPERAND0: the instrumentation version compiled for. */
-#define NAMES_AFTER_CALL()                                            \
-    do {                                                              \
-        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {      \
-            if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {    \
-                frame->instr_ptr = NEXT_INSTR;                        \
-                DEOPT();                                              \
-            }                                                         \
-            SYNC_SP();                                                \
-            if (ember_handle_pending(tstate) < 0) {                   \
-                ERROR();                                              \
-            }                                                         \
-        }                                                             \
+#define NAMES_AFTER_CALL()                                             \
+    do {                                                               \
+        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {   \
+            if (ember_instrumentation_changed(tstate, OPERAND0_U32)) { \
+                frame->instr_ptr = NEXT_INSTR;                         \
+                DEOPT();                                               \
+            }                                                          \
+            SYNC_SP();                                                 \
+            if (ember_handle_pending(tstate) < 0) {                    \
+                ERROR();                                               \
+            }                                                          \
+        }                                                              \
     } while (0)
 
 #define PUSH(ref)                 \

@@ -402,18 +402,18 @@ EMBER_STENCIL(POP_ITER)
 /* After a call, as the interpreter does: handle pending events, and if the
  * call switched monitoring or tracing on, continue in the interpreter.
  * OPERAND0: the instrumentation version compiled for. */
-#define AFTER_CALL()                                                  \
-    do {                                                              \
-        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {      \
-            if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {    \
-                frame->instr_ptr = NEXT_INSTR;                        \
-                DEOPT();                                              \
-            }                                                         \
-            SYNC_SP();                                                \
-            if (ember_handle_pending(tstate) < 0) {                   \
-                ERROR();                                              \
-            }                                                         \
-        }                                                             \
+#define AFTER_CALL()                                                   \
+    do {                                                               \
+        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {   \
+            if (ember_instrumentation_changed(tstate, OPERAND0_U32)) { \
+                frame->instr_ptr = NEXT_INSTR;                         \
+                DEOPT();                                               \
+            }                                                          \
+            SYNC_SP();                                                 \
+            if (ember_handle_pending(tstate) < 0) {                    \
+                ERROR();                                               \
+            }                                                          \
+        }                                                              \
     } while (0)
 
 /* (callable, self_or_null, args[oparg] -- res) */

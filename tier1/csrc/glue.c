@@ -5,6 +5,16 @@
 #include "../../stencils/c/ember_stencil.h"
 #include "pycore_genobject.h"
 
+/* The interpreter's bookkeeping on entering a frame: one level deeper, and
+ * the frame made current. */
+static inline __attribute__((always_inline)) void
+make_current(PyThreadState *tstate, _PyInterpreterFrame *frame)
+{
+    tstate->py_recursion_remaining--;
+    frame->previous = tstate->current_frame;
+    tstate->current_frame = frame;
+}
+
 /* Run `frame` in compiled code starting at `entry` (the stencil for the
  * instruction at frame->instr_ptr). The same bookkeeping as the interpreter's
  * entry: recursion depth, and the frame made current. */
@@ -15,9 +25,7 @@ run_compiled(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry
         /* Let the interpreter raise RecursionError exactly as it would. */
         return _PyEval_EvalFrameDefault(tstate, frame, 0);
     }
-    tstate->py_recursion_remaining--;
-    frame->previous = tstate->current_frame;
-    tstate->current_frame = frame;
+    make_current(tstate, frame);
     /* The frame may hold the only reference to its code object (a function
      * rebound while it runs, whose frame owns the function): clearing the
      * frame at its return would free the code object, and with it the
@@ -560,9 +568,7 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
         tstate->exc_info = &g->gi_exc_state;
         g->gi_frame_state = FRAME_EXECUTING;
         ++*d->resumes;
-        tstate->py_recursion_remaining--;
-        f->previous = tstate->current_frame;
-        tstate->current_frame = f;
+        make_current(tstate, f);
         f->instr_ptr = send;
         level[n].gen = g;
         level[n].entries = d->entries;
