@@ -8,8 +8,11 @@
 //!   read-execute, and never mapped writable anywhere. Code is built in a
 //!   staging buffer and copied into the file with `pwrite`: one system call
 //!   per compilation and no page-table change, so publishing code costs
-//!   neither an `mprotect` nor a page fault. The file's pages are allocated
-//!   and mapped ahead in chunks (64 KiB, doubling to 2 MiB).
+//!   no `mprotect`. The file's pages are allocated ahead in chunks (64 KiB,
+//!   doubling to 2 MiB: cheaper than page by page as `pwrite` would) and
+//!   mapped by the first execution in them (with their neighbours, the
+//!   kernel's fault-around). Mapping ahead as well (`MADV_POPULATE_READ`)
+//!   was measured slower: much of what it maps is never executed (cold parts).
 //! * **anon** (when `memfd_create` is unavailable, from the first write a
 //!   lowered `RLIMIT_FSIZE` refuses, or with `EMBER_DEV_JIT_MEMORY=anon`):
 //!   private anonymous pages, blocks rounded to whole pages, each block made
@@ -20,8 +23,8 @@
 //! GOT and the stencils' shared data), so every block reaches it with a
 //! 32-bit (x86-64) or ADRP (aarch64) displacement: regions are 1 GiB.
 //!
-//! A block comes from the region's committed fresh space, else from its
-//! freed blocks (best fit, coalesced), else from more committed space. Freed
+//! A block comes from the region's allocated fresh space, else from its
+//! freed blocks (best fit, coalesced), else from more allocated space. Freed
 //! memory is kept for reuse (memfd) or released to the system (anon, whole
 //! pages). An address that held code which may have run is
 //! mapped afresh (memfd) or has its pages' protection changed (anon) before
@@ -79,7 +82,6 @@ mod sys {
     pub const MAP_NORESERVE: c_int = 0x4000;
     pub const MFD_CLOEXEC: u32 = 1;
     pub const MADV_DONTNEED: c_int = 4;
-    pub const MADV_POPULATE_READ: c_int = 22;
     pub const F_DUPFD_CLOEXEC: c_int = 1030;
     pub const EINTR: c_int = 4;
     pub const EBADF: c_int = 9;
@@ -171,8 +173,8 @@ struct Region {
     header: usize,
     /// Next never-used offset.
     bump: usize,
-    /// Offsets below this have their pages allocated and mapped (memfd).
-    committed: usize,
+    /// Offsets below this have their pages allocated (memfd).
+    allocated: usize,
     chunk: usize,
     /// Freed ranges (offset -> length), coalesced, and the same by size.
     free: BTreeMap<usize, usize>,
@@ -222,24 +224,16 @@ impl Region {
         Some(off)
     }
 
-    /// Makes the region's pages up to `end` (at least one chunk more)
-    /// ready for code: allocated in the file and mapped.
-    fn commit(&mut self, end: usize) {
-        if self.backing != Backing::Memfd || end <= self.committed {
+    /// Allocates the file's pages up to `end` (at least one chunk more).
+    fn allocate(&mut self, end: usize) {
+        if self.backing != Backing::Memfd || end <= self.allocated {
             return;
         }
         let page = page_size();
-        let new_end = align_up(end.max(self.committed + self.chunk), page).min(REGION_SIZE);
-        let (start, len) = (self.committed, new_end - self.committed);
-        unsafe {
-            // Allocated in chunks, not page by page as pwrite would, and
-            // mapped (which also zeroes them: pwrite then only copies).
-            // Both are optimisations: without them the same happens on
-            // demand.
-            sys::fallocate(self.fd, 0, start as i64, len as i64);
-            sys::madvise((self.base as usize + start) as *mut c_void, len, sys::MADV_POPULATE_READ);
-        }
-        self.committed = new_end;
+        let new_end = align_up(end.max(self.allocated + self.chunk), page).min(REGION_SIZE);
+        // An optimisation only: without it pwrite allocates them as it fills them.
+        unsafe { sys::fallocate(self.fd, 0, self.allocated as i64, (new_end - self.allocated) as i64) };
+        self.allocated = new_end;
         self.chunk = (self.chunk * 2).min(MAX_CHUNK);
     }
 
@@ -334,7 +328,7 @@ impl Arena {
                 continue;
             }
             let len = align_up(len, r.granule());
-            if r.bump + len <= r.committed {
+            if r.bump + len <= r.allocated {
                 let off = r.bump;
                 r.bump += len;
                 return Ok(self.block(i, r, off, len));
@@ -348,7 +342,7 @@ impl Arena {
             }
             if r.bump + len <= REGION_SIZE {
                 let off = r.bump;
-                r.commit(off + len);
+                r.allocate(off + len);
                 r.bump += len;
                 return Ok(self.block(i, r, off, len));
             }
@@ -366,7 +360,7 @@ impl Arena {
         };
         let len = align_up(len, r.granule());
         let off = r.bump;
-        r.commit(off + len);
+        r.allocate(off + len);
         r.bump += len;
         MAPPED.fetch_add(header, Ordering::Relaxed);
         st.regions.push(r);
@@ -436,13 +430,13 @@ impl Arena {
                 generation: CHILD_GEN.load(Ordering::Relaxed),
                 header: self.header_len(),
                 bump: self.header_len(),
-                committed: 0,
+                allocated: 0,
                 chunk: FIRST_CHUNK,
                 free: BTreeMap::new(),
                 free_by_size: BTreeSet::new(),
                 broken: false,
             };
-            r.commit(r.header);
+            r.allocate(r.header);
             if let Err(e) = pwrite_all(fd, &self.header, 0) {
                 sys::munmap(p, REGION_SIZE);
                 sys::close(fd);
@@ -485,7 +479,7 @@ impl Arena {
                 generation: CHILD_GEN.load(Ordering::Relaxed),
                 header,
                 bump: header,
-                committed: REGION_SIZE,
+                allocated: REGION_SIZE,
                 chunk: 0,
                 free: BTreeMap::new(),
                 free_by_size: BTreeSet::new(),
