@@ -37,6 +37,8 @@ pub struct Tier1Totals {
     /// Refusals by reason (created on first use: statics cannot build a map).
     pub refused: Option<HashMap<String, u64>>,
     pub compile_ns: u64,
+    /// The part of `compile_ns` spent making code executable.
+    pub publish_ns: u64,
     pub code_bytes: u64,
     pub instructions: u64,
 }
@@ -182,6 +184,7 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
         Ok(c) => {
             totals.compiled += 1;
             totals.compile_ns += elapsed;
+            totals.publish_ns += c.publish_ns;
             totals.code_bytes += c.code_bytes as u64;
             totals.instructions += c.n_instructions as u64;
             rec.compile_ns = elapsed;

@@ -169,7 +169,7 @@ fn _tier1_info(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     unsafe {
         let rec = records::lookup(code);
         match (!rec.is_null()).then(|| (*rec).compiled.as_deref()).flatten() {
-            Some(c) => (c.n_instructions, c.code_bytes, (*rec).compile_ns).into_py_any(py),
+            Some(c) => (c.n_instructions, c.code_bytes, (*rec).compile_ns, c.publish_ns).into_py_any(py),
             None => Ok(py.None()),
         }
     }
@@ -223,6 +223,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
             t1.set_item("total_bytes", c.total_bytes())?;
             t1.set_item("instructions", c.n_instructions)?;
             t1.set_item("compile_ns", rec.compile_ns)?;
+            t1.set_item("publish_ns", c.publish_ns)?;
             t1.set_item("address", c.addr())?;
             d.set_item("tier1", t1)?;
         }
@@ -281,6 +282,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     let tier1 = PyDict::new(py);
     tier1.set_item("compiled", t1.compiled)?;
     tier1.set_item("compile_ns", t1.compile_ns)?;
+    tier1.set_item("publish_ns", t1.publish_ns)?;
     tier1.set_item("code_bytes", t1.code_bytes)?;
     tier1.set_item("instructions", t1.instructions)?;
     tier1.set_item("mapped_bytes", ember_tier1::jitmem::mapped_bytes())?;

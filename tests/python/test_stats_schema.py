@@ -66,6 +66,10 @@ def consistent(doc):
         assert doc["max_available_tier"] >= 2 or f["deopts"] == {}
         if "tier1" in f:
             assert f["tier1"]["compile_ns"] <= f["compile_ns"]["1"]
+            # Publishing is a part of compiling, and takes a system call at least.
+            assert 0 < f["tier1"]["publish_ns"] < f["tier1"]["compile_ns"], f
+    assert g["tier1"]["publish_ns"] <= g["tier1"]["compile_ns"]
+    assert (g["tier1"]["publish_ns"] > 0) == (g["tier1"]["compiled"] > 0)
 
 
 @pytest.mark.parametrize("env, tier1", [

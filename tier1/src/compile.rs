@@ -416,6 +416,9 @@ pub struct Compiled {
     pub map: InstrMap,
     /// `opcode_signature` of the bytecode compiled.
     pub opcode_signature: u64,
+    /// Time spent making the code executable (the `pwrite` into the
+    /// arena, or the `mprotect`s), a part of the compilation's.
+    pub publish_ns: u64,
 }
 
 /// The (bytecode index, code offset, stencil name) of every instruction of
@@ -919,7 +922,9 @@ impl Compiler {
         if extra {
             self.write_extra(&cx, buf)?;
         }
+        let publish = std::time::Instant::now();
         block.write(buf).map_err(|e| Refusal::Memory(e.to_string()))?;
+        let publish_ns = publish.elapsed().as_nanos() as u64;
         Ok(Compiled {
             map: InstrMap {
                 cell: std::sync::OnceLock::new(),
@@ -939,6 +944,7 @@ impl Compiler {
             exits_offset: exit_offs[0] as usize,
             cold_offset: cold_start,
             opcode_signature: signature,
+            publish_ns,
         })
     }
 
