@@ -7,13 +7,16 @@
 //! ```text
 //! [instruction stencils, in bytecode order][ERROR_EXIT][RERAISE_EXIT][DEOPT_EXIT]
 //! [trampolines][GOT slots for non-symbol values][data of stencils whose data has holes]
-//! [entry table: one u64 per code unit][stencil of each instruction: one u16 each]
 //! ```
 //!
-//! (the trampolines, GOT slots and data are usually absent). The entry table
-//! gives, for every instruction start, the address of its code (0
-//! elsewhere): the hook enters a frame at `frame->instr_ptr`, and exception
-//! handlers are reached through it. The stencil numbers are for
+//! (the trampolines, GOT slots and data are usually absent), and, on the
+//! heap, an entry table (one u64 per code unit) and the stencil of each
+//! instruction (one u16 each). The entry table gives, for every instruction
+//! start, the address of its code (0 elsewhere): the hook enters a frame at
+//! `frame->instr_ptr`, and exception handlers are reached through it. It is
+//! not in the block because it is only read: in executable memory it cost
+//! a part of every publication and, being on another page than the code
+//! entered first, often a page fault more. The stencil numbers are for
 //! [`Compiled::map`]. Symbol GOT slots and the stencils' read-only data are
 //! shared: every region of the arena starts with them ([`crate::program`]).
 //!
@@ -400,9 +403,8 @@ fn read_svarint(table: &[u8], i: &mut usize) -> i32 {
 /// A compiled code object.
 pub struct Compiled {
     block: Block,
-    /// Offset of the entry table in the block.
-    table_off: usize,
-    n_units: usize,
+    /// The entry table (its address is in the code: never reallocated).
+    entries: Box<[u64]>,
     /// Bytes of machine code (stencils, exits and cold parts, without
     /// trampolines or data).
     pub code_bytes: usize,
@@ -434,11 +436,12 @@ struct MapSource {
     base: u64,
     entries: *const u64,
     n_units: usize,
-    ids: *const u16,
+    /// The stencil of each instruction.
+    ids: Box<[u16]>,
     n_instructions: usize,
 }
 
-// SAFETY: the pointers are into the block of the `Compiled` that owns the
+// SAFETY: `entries` is the entry table of the `Compiled` that owns the
 // map, immutable while it lives.
 unsafe impl Send for InstrMap {}
 unsafe impl Sync for InstrMap {}
@@ -448,12 +451,7 @@ impl InstrMap {
         self.cell.get_or_init(|| {
             let m = &self.source;
             // SAFETY: see above.
-            let (entries, ids) = unsafe {
-                (
-                    core::slice::from_raw_parts(m.entries, m.n_units),
-                    core::slice::from_raw_parts(m.ids, m.n_instructions),
-                )
-            };
+            let (entries, ids) = (unsafe { core::slice::from_raw_parts(m.entries, m.n_units) }, &m.ids[..]);
             let stencils = ember_stencils::STENCILS;
             entries
                 .iter()
@@ -488,11 +486,7 @@ impl<'a> IntoIterator for &'a InstrMap {
 
 impl Compiled {
     fn entries(&self) -> &[u64] {
-        // SAFETY: the block holds the table, 8-aligned, written before the
-        // block became executable.
-        unsafe {
-            core::slice::from_raw_parts((self.block.addr() as usize + self.table_off) as *const u64, self.n_units)
-        }
+        &self.entries
     }
     /// The entry for a frame whose `instr_ptr` is at code unit `index`.
     pub fn entry(&self, index: usize) -> Option<u64> {
@@ -503,12 +497,13 @@ impl Compiled {
     }
     /// The entry table: `n_units` addresses, 0 where there is no entry.
     pub fn entry_table(&self) -> (*const u64, usize) {
-        (self.entries().as_ptr(), self.n_units)
+        (self.entries.as_ptr(), self.entries.len())
     }
     pub fn addr(&self) -> u64 {
         self.block.addr()
     }
-    /// Executable memory the compiled code holds: code, entry table and the rest.
+    /// Executable memory the compiled code holds: code, and its trampolines,
+    /// GOT slots and data if any.
     pub fn total_bytes(&self) -> usize {
         self.block.len()
     }
@@ -742,9 +737,7 @@ impl Compiler {
         if extra {
             layout = self.extra_layout(instrs, lc, code_bytes);
         }
-        let table_off = align(layout.end, 8);
-        let ids_off = table_off + 8 * n_units;
-        let total = ids_off + 2 * n;
+        let total = layout.end;
         if total >= NO_OFFSET as usize {
             return Err(Refusal::Memory(format!("{total} bytes of code")));
         }
@@ -752,13 +745,15 @@ impl Compiler {
         let mut block = self.arena.alloc(total).map_err(|e| Refusal::Memory(e.to_string()))?;
         let base = block.addr();
         let region = block.region_base();
-        let entries_addr = base + table_off as u64;
+        let mut entries = vec![0u64; n_units].into_boxed_slice();
+        let mut ids = vec![0u16; n].into_boxed_slice();
+        let entries_addr = entries.as_ptr() as u64;
 
         // Copy and patch, into a staging buffer of the block's size: each
         // stencil's common path at its offset, its cold part at the next
         // cold offset, in one pass. The code is placed back to back and
         // covers its bytes (asserted below), so only what follows it needs
-        // clearing: the gaps of the extras, and entries of no instruction.
+        // clearing: the gaps of the extras.
         let buf = &mut s.staging;
         if buf.len() < total {
             // Its length only grows: zeroing what earlier code left is not needed.
@@ -800,8 +795,8 @@ impl Compiler {
             let prog = &progs[op.prog as usize];
             // The entry table and the stencil number.
             let entry = base + s.unit_off[instr.index as usize] as u64;
-            write_at(buf, table_off + 8 * instr.index as usize, &entry.to_ne_bytes());
-            write_at(buf, ids_off + 2 * k, &op.prog.to_ne_bytes());
+            entries[instr.index as usize] = entry;
+            ids[k] = op.prog;
             values[slot::OPARG as usize] = instr.oparg as u64;
             values[slot::THIS_INSTR as usize] = bytecode + 2 * instr.index as u64;
             values[slot::NEXT_INSTR as usize] = bytecode + 2 * instr.next as u64;
@@ -930,15 +925,14 @@ impl Compiler {
                 cell: std::sync::OnceLock::new(),
                 source: MapSource {
                     base,
-                    entries: entries_addr as *const u64,
+                    entries: entries.as_ptr(),
                     n_units,
-                    ids: (base + ids_off as u64) as *const u16,
+                    ids,
                     n_instructions: n,
                 },
             },
             block,
-            table_off,
-            n_units,
+            entries,
             code_bytes,
             n_instructions: n,
             exits_offset: exit_offs[0] as usize,
