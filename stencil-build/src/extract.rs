@@ -20,6 +20,7 @@ const HOLE_SYMBOLS: &[(&str, HoleValue)] = &[
     ("_EMBER_OPERAND0", HoleValue::Operand0),
     ("_EMBER_OPERAND0_U32", HoleValue::Operand0),
     ("_EMBER_OPERAND1", HoleValue::Operand1),
+    ("_EMBER_OPERAND1_U32", HoleValue::Operand1),
     ("_EMBER_THIS_INSTR", HoleValue::ThisInstr),
     ("_EMBER_DISPATCH_INSTR", HoleValue::DispatchInstr),
     ("_EMBER_NEXT_INSTR", HoleValue::NextInstr),

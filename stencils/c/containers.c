@@ -202,8 +202,7 @@ EMBER_STENCIL(UNPACK_EX)
                 *out++ = PyStackRef_FromPyObjectNew(items[i]);                 \
             }                                                                  \
             stack_pointer = out;                                               \
-            ESCAPE();                                                          \
-            PyStackRef_CLOSE(seq);                                             \
+            CLOSE_ESCAPING(seq);                                               \
             CONTINUE();                                                        \
         }                                                                      \
         MISS;                                                                  \
@@ -368,14 +367,13 @@ EMBER_STENCIL(TO_BOOL_NONE)
     TO_BOOL_GENERIC(value);
 }
 
-/* Ints and strs have no finalisers: closing them cannot escape. */
 EMBER_STENCIL(TO_BOOL_INT)
 {
     _PyStackRef value = stack_pointer[-1];
     PyObject *value_o = BORROW(value);
     if (LIKELY(PyLong_CheckExact(value_o))) {
         int truth = !_PyLong_IsZero((PyLongObject *)value_o);
-        PyStackRef_CLOSE(value);
+        CLOSE_NO_FINALISER(value);
         stack_pointer[-1] = truth ? PyStackRef_True : PyStackRef_False;
         CONTINUE();
     }
@@ -388,7 +386,7 @@ EMBER_STENCIL(TO_BOOL_STR)
     PyObject *value_o = BORROW(value);
     if (LIKELY(PyUnicode_CheckExact(value_o))) {
         int truth = PyUnicode_GET_LENGTH(value_o) != 0;
-        PyStackRef_CLOSE(value);
+        CLOSE_NO_FINALISER(value);
         stack_pointer[-1] = truth ? PyStackRef_True : PyStackRef_False;
         CONTINUE();
     }
@@ -403,8 +401,7 @@ EMBER_STENCIL(TO_BOOL_LIST)
     if (LIKELY(PyList_CheckExact(value_o))) {
         int truth = PyList_GET_SIZE(value_o) != 0;
         stack_pointer--;
-        ESCAPE();
-        PyStackRef_CLOSE(value);
+        CLOSE_ESCAPING(value);
         stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
         stack_pointer++;
         CONTINUE();
@@ -420,8 +417,7 @@ EMBER_STENCIL(TO_BOOL_ALWAYS_TRUE)
     uint32_t version = (uint32_t)OPERAND0;
     if (LIKELY(Py_TYPE(BORROW(value))->tp_version_tag == version && version != 0)) {
         stack_pointer--;
-        ESCAPE();
-        PyStackRef_CLOSE(value);
+        CLOSE_ESCAPING(value);
         stack_pointer[0] = PyStackRef_True;
         stack_pointer++;
         CONTINUE();

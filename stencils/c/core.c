@@ -11,12 +11,13 @@ EMBER_STENCIL(DEOPT_EXIT)
 
 /* Before the first instruction of a line (tier 1 places it; see
  * compile.rs line_starts). OPERAND0: the instrumentation version compiled
- * for. Tracing or monitoring switched on by code this frame called has
- * instrumented its code object already; the interpreter reports this line
- * to the tracer, so it takes the frame over here. */
+ * for, >> 8 (ember_line_version_changed). Tracing or monitoring switched
+ * on by code this frame called has instrumented its code object already;
+ * the interpreter reports this line to the tracer, so it takes the frame
+ * over here. */
 EMBER_STENCIL(LINE_CHECK)
 {
-    if (UNLIKELY(ember_instrumentation_changed(tstate, OPERAND0_U32))) {
+    if (UNLIKELY(ember_line_version_changed(tstate, (uint32_t)OPERAND0_U32))) {
         DEOPT_HERE();
     }
     CONTINUE();
@@ -156,8 +157,7 @@ EMBER_STENCIL(STORE_FAST)
     GETLOCAL(oparg) = stack_pointer[-1];
     stack_pointer--;
     if (!PyStackRef_IsNull(old)) {
-        ESCAPE();
-        PyStackRef_CLOSE(old);
+        CLOSE_ESCAPING(old);
     }
     CONTINUE();
 }
@@ -169,8 +169,7 @@ EMBER_STENCIL(STORE_FAST_LOAD_FAST)
     GETLOCAL(oparg >> 4) = stack_pointer[-1];
     stack_pointer[-1] = PyStackRef_DUP(GETLOCAL(oparg & 15));
     if (!PyStackRef_IsNull(old)) {
-        ESCAPE();
-        PyStackRef_CLOSE(old);
+        CLOSE_ESCAPING(old);
     }
     CONTINUE();
 }
@@ -182,15 +181,13 @@ EMBER_STENCIL(STORE_FAST_STORE_FAST)
     GETLOCAL(oparg >> 4) = stack_pointer[-1];
     stack_pointer--;
     if (!PyStackRef_IsNull(old1)) {
-        ESCAPE();
-        PyStackRef_CLOSE(old1);
+        CLOSE_ESCAPING(old1);
     }
     _PyStackRef old2 = GETLOCAL(oparg & 15);
     GETLOCAL(oparg & 15) = stack_pointer[-1];
     stack_pointer--;
     if (!PyStackRef_IsNull(old2)) {
-        ESCAPE();
-        PyStackRef_CLOSE(old2);
+        CLOSE_ESCAPING(old2);
     }
     CONTINUE();
 }
@@ -208,8 +205,7 @@ EMBER_STENCIL(DELETE_FAST)
         ERROR();
     }
     GETLOCAL(oparg) = PyStackRef_NULL;
-    ESCAPE();
-    PyStackRef_CLOSE(old);
+    CLOSE_ESCAPING(old);
     CONTINUE();
 }
 
@@ -251,8 +247,7 @@ EMBER_STENCIL(POP_TOP)
 {
     _PyStackRef value = stack_pointer[-1];
     stack_pointer--;
-    ESCAPE();
-    PyStackRef_CLOSE(value);
+    CLOSE_ESCAPING(value);
     CONTINUE();
 }
 
@@ -333,8 +328,7 @@ EMBER_STENCIL(POP_JUMP_IF_NONE)
     if (PyStackRef_IsNone(value)) {
         JUMP();
     }
-    ESCAPE();
-    PyStackRef_CLOSE(value);
+    CLOSE_ESCAPING(value);
     CONTINUE();
 }
 
@@ -345,8 +339,7 @@ EMBER_STENCIL(POP_JUMP_IF_NOT_NONE)
     if (PyStackRef_IsNone(value)) {
         CONTINUE();
     }
-    ESCAPE();
-    PyStackRef_CLOSE(value);
+    CLOSE_ESCAPING(value);
     JUMP();
 }
 
@@ -372,8 +365,7 @@ EMBER_STENCIL(END_FOR)
 {
     _PyStackRef value = stack_pointer[-1];
     stack_pointer--;
-    ESCAPE();
-    PyStackRef_CLOSE(value);
+    CLOSE_ESCAPING(value);
     CONTINUE();
 }
 

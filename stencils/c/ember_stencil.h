@@ -34,10 +34,12 @@ typedef EMBER_CC PyObject *(*ember_cont)(EMBER_ARGS);
 /* Value holes: the address of the symbol is the value. */
 extern char _EMBER_OPARG[];
 extern char _EMBER_OPERAND0[];
-/* OPERAND0 where the stencil needs only 32 bits of it (the instrumentation
- * version); tier 1 refuses code whose value does not fit. */
+/* OPERAND0/1 where the stencil's operand is a 32-bit value (the
+ * instrumentation version, a type or keys version, an offset or index): a
+ * shorter load; tier 1 refuses code whose value does not fit. */
 extern char _EMBER_OPERAND0_U32[];
 extern char _EMBER_OPERAND1[];
+extern char _EMBER_OPERAND1_U32[];
 extern char _EMBER_THIS_INSTR[];
 extern char _EMBER_DISPATCH_INSTR[];
 extern char _EMBER_NEXT_INSTR[];
@@ -90,6 +92,7 @@ ember_oparg(void)
 #define OPERAND0_U32 ember_hole32(_EMBER_OPERAND0_U32)
 #define OPERAND0 ember_hole(_EMBER_OPERAND0)
 #define OPERAND1 ember_hole(_EMBER_OPERAND1)
+#define OPERAND1_U32 ember_hole32(_EMBER_OPERAND1_U32)
 #define THIS_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_THIS_INSTR))
 #define DISPATCH_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_DISPATCH_INSTR))
 #define NEXT_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_NEXT_INSTR))
@@ -110,6 +113,64 @@ ember_oparg(void)
 #define SET_IP() (frame->instr_ptr = THIS_INSTR)
 #define SYNC_SP() (frame->stackpointer = stack_pointer)
 #define ESCAPE() (SET_IP(), SYNC_SP())
+
+/* PyStackRef_CLOSE(REF) for a stencil that would ESCAPE() only for it: the
+ * frame state is stored only when the object is about to be freed, its
+ * deallocation being the only way the close can leave compiled code. The
+ * common path (a reference that stays alive, or a tagged one) stores
+ * nothing. */
+#define CLOSE_ESCAPING(REF)                                                      \
+    do {                                                                         \
+        _PyStackRef ref_ = (REF);                                                \
+        if (PyStackRef_RefcountOnObject(ref_)) {                                 \
+            PyObject *o_ = BITS_TO_PTR(ref_);                                    \
+            if (UNLIKELY(o_->ob_refcnt == 1)) {                                  \
+                ESCAPE();                                                        \
+                Py_DECREF_MORTAL(o_);                                            \
+            }                                                                    \
+            else {                                                               \
+                EMBER_DECREF_ALIVE(o_);                                          \
+            }                                                                    \
+        }                                                                        \
+    } while (0)
+/* PyStackRef_CLOSE(REF) of an exact int, float or str, whose deallocation
+ * runs no code: no frame state to store, and the deallocation kept off the
+ * common path. */
+#define CLOSE_NO_FINALISER(REF)                                                  \
+    do {                                                                         \
+        _PyStackRef ref_ = (REF);                                                \
+        if (PyStackRef_RefcountOnObject(ref_)) {                                 \
+            PyObject *o_ = BITS_TO_PTR(ref_);                                    \
+            if (UNLIKELY(o_->ob_refcnt == 1)) {                                  \
+                Py_DECREF_MORTAL(o_);                                            \
+            }                                                                    \
+            else {                                                               \
+                EMBER_DECREF_ALIVE(o_);                                          \
+            }                                                                    \
+        }                                                                        \
+    } while (0)
+
+/* Py_XDECREF(OBJ) the same way. */
+#define XDECREF_ESCAPING(OBJ)                                                    \
+    do {                                                                         \
+        PyObject *obj_ = (OBJ);                                                  \
+        if (obj_ != NULL && !_Py_IsImmortal(obj_)) {                             \
+            if (UNLIKELY(obj_->ob_refcnt == 1)) {                                \
+                ESCAPE();                                                        \
+                Py_DECREF_MORTAL(obj_);                                          \
+            }                                                                    \
+            else {                                                               \
+                EMBER_DECREF_ALIVE(obj_);                                        \
+            }                                                                    \
+        }                                                                        \
+    } while (0)
+/* A decref that leaves the object alive (a debug build keeps its count of
+ * references). */
+#ifdef Py_REF_DEBUG
+#  define EMBER_DECREF_ALIVE(o) Py_DECREF_MORTAL(o)
+#else
+#  define EMBER_DECREF_ALIVE(o) ((void)(o)->ob_refcnt--)
+#endif
 
 #define GETLOCAL(i) (frame->localsplus[(i)])
 #define BORROW(ref) PyStackRef_AsPyObjectBorrow(ref)
@@ -236,6 +297,22 @@ static inline __attribute__((always_inline)) int
 ember_instrumentation_changed(PyThreadState *tstate, uintptr_t version)
 {
     return (_Py_atomic_load_uintptr_relaxed(&tstate->eval_breaker) & ~(uintptr_t)_PY_EVAL_EVENTS_MASK) != version;
+}
+
+/* The same test in fewer bytes, for the check at every line start: the
+ * version is a uint32_t that is a multiple of 1 << _PY_EVAL_EVENTS_BITS
+ * (CPython's monitoring versions), so the eval breaker's bits 32 and up are
+ * zero and its 32 bits from byte 1 (little-endian) are the version >> 8 alone.
+ * `version_shr8` is that (tier 1 gives LINE_CHECK's OPERAND0 so). */
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__ || _PY_EVAL_EVENTS_BITS != 8
+#  error "ember_line_version_changed reads the version as the eval breaker's bytes 1-4"
+#endif
+static inline __attribute__((always_inline)) int
+ember_line_version_changed(PyThreadState *tstate, uint32_t version_shr8)
+{
+    uint32_t v;
+    memcpy(&v, (const char *)&tstate->eval_breaker + 1, sizeof v);
+    return v != version_shr8;
 }
 
 #endif /* EMBER_STENCIL_H */

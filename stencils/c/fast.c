@@ -66,10 +66,7 @@ PyObject *ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int op
             stack_pointer[0] = PyStackRef_NULL;                                \
             stack_pointer++;                                                   \
         }                                                                      \
-        if (PyStackRef_RefcountOnObject(owner_)) {                             \
-            ESCAPE();                                                          \
-            PyStackRef_CLOSE(owner_);                                          \
-        }                                                                      \
+        CLOSE_ESCAPING(owner_);                                                \
         CONTINUE();                                                            \
     } while (0)
 
@@ -144,8 +141,8 @@ EMBER_STENCIL(LOAD_ATTR_INSTANCE_VALUE)
 {
     PyObject *owner_o = BORROW(stack_pointer[-1]);
     unsigned int version = Py_TYPE(owner_o)->tp_version_tag;
-    uintptr_t offset = OPERAND1;
-    if (UNLIKELY(version != lo32(OPERAND0))) {
+    uintptr_t offset = OPERAND1_U32;
+    if (UNLIKELY(version != (uint32_t)OPERAND0_U32)) {
         const _Py_CODEUNIT *instr = THIS_INSTR;
         if (version == 0 || version != live_type_version(instr, EMBER_OP_LOAD_ATTR_INSTANCE_VALUE)) {
             LOAD_ATTR_GENERIC();
@@ -165,8 +162,8 @@ EMBER_STENCIL(LOAD_ATTR_INSTANCE_VALUE)
 EMBER_STENCIL(LOAD_ATTR_SLOT)
 {
     PyObject *owner_o = BORROW(stack_pointer[-1]);
-    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0))) {
-        PyObject *attr_o = *(PyObject **)((char *)owner_o + OPERAND1);
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == (uint32_t)OPERAND0_U32)) {
+        PyObject *attr_o = *(PyObject **)((char *)owner_o + OPERAND1_U32);
         if (LIKELY(attr_o != NULL)) {
             LOAD_ATTR_RESULT(attr_o);
         }
@@ -180,8 +177,8 @@ EMBER_STENCIL(LOAD_ATTR_MODULE)
     PyObject *owner_o = BORROW(stack_pointer[-1]);
     if (LIKELY(Py_TYPE(owner_o)->tp_getattro == PyModule_Type.tp_getattro)) {
         PyDictKeysObject *keys = ((PyDictObject *)((PyModuleObject *)owner_o)->md_dict)->ma_keys;
-        if (LIKELY(keys->dk_version == lo32(OPERAND0))) {
-            PyObject *attr_o = DK_UNICODE_ENTRIES(keys)[OPERAND1].me_value;
+        if (LIKELY(keys->dk_version == (uint32_t)OPERAND0_U32)) {
+            PyObject *attr_o = DK_UNICODE_ENTRIES(keys)[OPERAND1_U32].me_value;
             if (LIKELY(attr_o != NULL)) {
                 LOAD_ATTR_RESULT(attr_o);
             }
@@ -195,7 +192,7 @@ EMBER_STENCIL(LOAD_ATTR_MODULE)
 EMBER_STENCIL(LOAD_ATTR_CLASS)
 {
     PyObject *owner_o = BORROW(stack_pointer[-1]);
-    if (LIKELY(PyType_Check(owner_o) && ((PyTypeObject *)owner_o)->tp_version_tag == lo32(OPERAND0))) {
+    if (LIKELY(PyType_Check(owner_o) && ((PyTypeObject *)owner_o)->tp_version_tag == (uint32_t)OPERAND0_U32)) {
         LOAD_ATTR_RESULT((PyObject *)OPERAND1);
     }
     LOAD_ATTR_GENERIC();
@@ -243,7 +240,7 @@ EMBER_STENCIL(LOAD_ATTR_METHOD_WITH_VALUES)
 EMBER_STENCIL(LOAD_ATTR_METHOD_NO_DICT)
 {
     PyObject *owner_o = BORROW(stack_pointer[-1]);
-    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0))) {
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == (uint32_t)OPERAND0_U32)) {
         LOAD_ATTR_METHOD_RESULT((PyObject *)OPERAND1);
     }
     LOAD_ATTR_GENERIC();
@@ -283,7 +280,7 @@ EMBER_STENCIL(LOAD_ATTR_NONDESCRIPTOR_WITH_VALUES)
 EMBER_STENCIL(LOAD_ATTR_NONDESCRIPTOR_NO_DICT)
 {
     PyObject *owner_o = BORROW(stack_pointer[-1]);
-    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0))) {
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == (uint32_t)OPERAND0_U32)) {
         LOAD_ATTR_RESULT((PyObject *)OPERAND1);
     }
     LOAD_ATTR_GENERIC();
@@ -348,7 +345,7 @@ versioned_entry(PyObject *dict, uint32_t version, uintptr_t index)
 /* OPERAND0: keys version of the globals; OPERAND1: the entry's index. */
 EMBER_STENCIL(LOAD_GLOBAL_MODULE)
 {
-    PyObject *res_o = versioned_entry(frame->f_globals, lo32(OPERAND0), OPERAND1);
+    PyObject *res_o = versioned_entry(frame->f_globals, (uint32_t)OPERAND0_U32, OPERAND1_U32);
     if (LIKELY(res_o != NULL)) {
         LOAD_GLOBAL_RESULT(res_o);
     }
@@ -359,11 +356,11 @@ EMBER_STENCIL(LOAD_GLOBAL_MODULE)
  * builtins' in bits 16-31; OPERAND1: the entry's index in the builtins. */
 EMBER_STENCIL(LOAD_GLOBAL_BUILTIN)
 {
-    uintptr_t versions = OPERAND0;
+    uint32_t versions = (uint32_t)OPERAND0_U32;
     PyObject *globals = frame->f_globals;
     if (LIKELY(PyDict_CheckExact(globals)
                && ((PyDictObject *)globals)->ma_keys->dk_version == (uint16_t)versions)) {
-        PyObject *res_o = versioned_entry(frame->f_builtins, (uint16_t)(versions >> 16), OPERAND1);
+        PyObject *res_o = versioned_entry(frame->f_builtins, (uint16_t)(versions >> 16), OPERAND1_U32);
         if (LIKELY(res_o != NULL)) {
             LOAD_GLOBAL_RESULT(res_o);
         }
@@ -391,9 +388,8 @@ EMBER_STENCIL(LOAD_GLOBAL_BUILTIN)
 #define STORE_ATTR_FINISH(owner, old)                                          \
     do {                                                                       \
         stack_pointer -= 2;                                                    \
-        ESCAPE();                                                              \
-        PyStackRef_CLOSE(owner);                                               \
-        Py_XDECREF(old);                                                       \
+        CLOSE_ESCAPING(owner);                                                 \
+        XDECREF_ESCAPING(old);                                                 \
         CONTINUE();                                                            \
     } while (0)
 
@@ -403,8 +399,8 @@ EMBER_STENCIL(STORE_ATTR_INSTANCE_VALUE)
     _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
     PyObject *owner_o = BORROW(owner);
     unsigned int version = Py_TYPE(owner_o)->tp_version_tag;
-    uintptr_t offset = OPERAND1;
-    if (UNLIKELY(version != lo32(OPERAND0))) {
+    uintptr_t offset = OPERAND1_U32;
+    if (UNLIKELY(version != (uint32_t)OPERAND0_U32)) {
         /* Live cache: type version at 1, offset at 3. */
         const _Py_CODEUNIT *instr = THIS_INSTR;
         if (version == 0 || version != live_type_version(instr, EMBER_OP_STORE_ATTR_INSTANCE_VALUE)) {
@@ -430,8 +426,8 @@ EMBER_STENCIL(STORE_ATTR_SLOT)
 {
     _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
     PyObject *owner_o = BORROW(owner);
-    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == lo32(OPERAND0))) {
-        PyObject **slot = (PyObject **)((char *)owner_o + OPERAND1);
+    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == (uint32_t)OPERAND0_U32)) {
+        PyObject **slot = (PyObject **)((char *)owner_o + OPERAND1_U32);
         PyObject *old = *slot;
         *slot = PyStackRef_AsPyObjectSteal(value);
         STORE_ATTR_FINISH(owner, old);
@@ -583,8 +579,8 @@ EMBER_STENCIL(COMPARE_OP_FLOAT)
         double a = PyFloat_AS_DOUBLE(l), b = PyFloat_AS_DOUBLE(r);
         int outcome = COMPARISON_BIT(a, b);
         stack_pointer -= 2;
-        PyStackRef_CLOSE_SPECIALIZED(lhs, _PyFloat_ExactDealloc);
-        PyStackRef_CLOSE_SPECIALIZED(rhs, _PyFloat_ExactDealloc);
+        CLOSE_NO_FINALISER(lhs);
+        CLOSE_NO_FINALISER(rhs);
         stack_pointer[0] = (outcome & OPARG) ? PyStackRef_True : PyStackRef_False;
         stack_pointer++;
         CONTINUE();
@@ -600,8 +596,8 @@ EMBER_STENCIL(COMPARE_OP_STR)
     if (LIKELY(PyUnicode_CheckExact(l) && PyUnicode_CheckExact(r))) {
         int eq = _PyUnicode_Equal(l, r);
         stack_pointer -= 2;
-        PyStackRef_CLOSE_SPECIALIZED(lhs, _PyUnicode_ExactDealloc);
-        PyStackRef_CLOSE_SPECIALIZED(rhs, _PyUnicode_ExactDealloc);
+        CLOSE_NO_FINALISER(lhs);
+        CLOSE_NO_FINALISER(rhs);
         int outcome = eq ? COMPARISON_EQUALS : COMPARISON_NOT_EQUALS;
         stack_pointer[0] = (outcome & OPARG) ? PyStackRef_True : PyStackRef_False;
         stack_pointer++;
@@ -681,10 +677,9 @@ EMBER_STENCIL(STORE_SUBSCR_LIST_INT)
             PyObject *old = PyList_GET_ITEM(list_o, index);
             PyList_SET_ITEM(list_o, index, PyStackRef_AsPyObjectSteal(value));
             stack_pointer -= 3;
-            ESCAPE();
-            PyStackRef_CLOSE_SPECIALIZED(sub, _PyLong_ExactDealloc);
-            PyStackRef_CLOSE(list);
-            Py_DECREF(old);
+            CLOSE_NO_FINALISER(sub);
+            CLOSE_ESCAPING(list);
+            XDECREF_ESCAPING(old);
             CONTINUE();
         }
     }
@@ -787,8 +782,7 @@ EMBER_STENCIL(CALL_TYPE_1)
         base[0] = PyStackRef_FromPyObjectNew(Py_TYPE(BORROW(arg)));
         stack_pointer = base + 1;
         if (PyStackRef_RefcountOnObject(arg)) {
-            ESCAPE();
-            PyStackRef_CLOSE(arg);
+            CLOSE_ESCAPING(arg);
         }
         CONTINUE();
     }
@@ -880,11 +874,8 @@ EMBER_STENCIL(CALL_LIST_APPEND)
         int err = _PyList_AppendTakeRef((PyListObject *)self_o, PyStackRef_AsPyObjectSteal(base[2]));
         _PyStackRef self = base[1], callable = base[0];
         stack_pointer = base;
-        if (PyStackRef_RefcountOnObject(self) || PyStackRef_RefcountOnObject(callable)) {
-            ESCAPE();
-            PyStackRef_CLOSE(self);
-            PyStackRef_CLOSE(callable);
-        }
+        CLOSE_ESCAPING(self);
+        CLOSE_ESCAPING(callable);
         if (UNLIKELY(err)) {
             ESCAPE();
             ERROR();

@@ -86,8 +86,7 @@ EMBER_STENCIL(END_SEND)
     _PyStackRef receiver = stack_pointer[-2];
     stack_pointer[-2] = stack_pointer[-1];
     stack_pointer--;
-    ESCAPE();
-    PyStackRef_CLOSE(receiver);
+    CLOSE_ESCAPING(receiver);
     CONTINUE();
 }
 

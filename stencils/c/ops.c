@@ -158,9 +158,8 @@ EMBER_STENCIL(COMPARE_OP_INT)
         int outcome = (a < b) ? 1 : (a > b) ? 2 : 8;
         int truth = (outcome & (int)OPERAND1) != 0;
         stack_pointer -= 2;
-        /* Ints have no finalisers: closing them cannot escape. */
-        PyStackRef_CLOSE(lhs);
-        PyStackRef_CLOSE(rhs);
+        CLOSE_NO_FINALISER(lhs);
+        CLOSE_NO_FINALISER(rhs);
         stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
         stack_pointer++;
         CONTINUE();
@@ -222,9 +221,8 @@ EMBER_STENCIL(IS_OP)
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
     int res = (BORROW(lhs) == BORROW(rhs)) ^ OPARG;
     stack_pointer -= 2;
-    ESCAPE();
-    PyStackRef_CLOSE(lhs);
-    PyStackRef_CLOSE(rhs);
+    CLOSE_ESCAPING(lhs);
+    CLOSE_ESCAPING(rhs);
     stack_pointer[0] = res ? PyStackRef_True : PyStackRef_False;
     stack_pointer++;
     CONTINUE();
@@ -394,8 +392,7 @@ EMBER_STENCIL(POP_ITER)
 {
     _PyStackRef value = stack_pointer[-1];
     stack_pointer--;
-    ESCAPE();
-    PyStackRef_CLOSE(value);
+    CLOSE_ESCAPING(value);
     CONTINUE();
 }
 

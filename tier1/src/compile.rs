@@ -789,6 +789,13 @@ impl Compiler {
         const INSTR: u16 =
             ALWAYS | 1 << slot::OPARG | 1 << slot::THIS_INSTR | 1 << slot::NEXT_INSTR | 1 << slot::DISPATCH_INSTR;
         let bytecode = info.bytecode_addr;
+        // LINE_CHECK compares the eval breaker's bits 8 and up with this
+        // (ember_line_version_changed): CPython's versions leave bits 0-7
+        // to the pending events.
+        if info.instrumentation_version & 0xff != 0 {
+            return Err(Refusal::Malformed("instrumentation version with event bits".into()));
+        }
+        let line_version = info.instrumentation_version >> 8;
         let mut code_off = 0u32;
         for (k, instr) in instrs.iter().enumerate() {
             let op = &self.ops[instr.opcode as usize];
@@ -812,13 +819,13 @@ impl Compiler {
                     cold_off,
                     cont_off,
                     line_check: true,
-                    operand0: Some(info.instrumentation_version),
+                    operand0: Some(line_version),
                     operand1: None,
                     jump: Target::None,
                 };
                 // It continues into its instruction's code.
                 values[slot::CONTINUE as usize] = base + cont_off as u64;
-                values[slot::OPERAND0 as usize] = info.instrumentation_version;
+                values[slot::OPERAND0 as usize] = line_version;
                 let avail = INSTR | 1 << slot::CONTINUE | 1 << slot::OPERAND0;
                 self.emit(&cx, (code_off, cold_off), item, lc, &lc.short, avail, &mut values, buf, &mut cold_error)?;
                 code_off = cont_off;

@@ -174,7 +174,7 @@ impl Layout {
     fn patch(&mut self, buf: &mut [u8], base: u64, hole: ember_stencils::Hole) -> Patched {
         let mut s = self.resolve(hole.value);
         if matches!(hole.kind, RelocKind::X86_64_32 | RelocKind::X86_64_32S) {
-            // A 32-bit hole (the oparg, OPERAND0_U32) gets a value that fits.
+            // A 32-bit hole (the oparg, OPERAND0_U32, OPERAND1_U32) gets a value that fits.
             s &= 0x7fff_ffff;
         }
         let field = base + hole.offset as u64;
