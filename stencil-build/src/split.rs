@@ -56,6 +56,8 @@ struct Insn {
     near: bool,
     /// New offset, within its part.
     new_off: u32,
+    /// A call (to a helper: calls within the stencil are not split).
+    call: bool,
 }
 
 impl Insn {
@@ -171,7 +173,8 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
             Kind::Opaque
         };
         let near = len > 2 && matches!(kind, Kind::Branch { .. });
-        insns.push(Insn { off, len, kind, near, new_off: 0 });
+        let call = matches!(ins.flow_control(), FlowControl::Call | FlowControl::IndirectCall);
+        insns.push(Insn { off, len, kind, near, new_off: 0, call });
     }
     if hole_i != holes.len() {
         return None;
@@ -189,16 +192,20 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
     // The common path ends at the first jump to the continuation; without
     // an unconditional one, at the first conditional one (a guard, clang
     // having laid out its failure after it), which then branches to the
-    // cold part when the guard fails instead.
-    let (cut, inverted) = match insns.iter().position(|i| is_continue_jump(code, &holes, i.off, i.len)) {
-        Some(k) => (k + 1, false),
-        None => {
-            let k = insns.iter().position(|i| {
-                matches!(i.kind, Kind::Branch { cc: Some(_), target } if target == end)
-                    || is_cond_continue_jump(code, &holes, i.off, i.len)
-            })?;
-            (k + 1, true)
-        }
+    // cold part when the guard fails instead. A conditional one before the
+    // first unconditional one also ends it when a call lies between them:
+    // clang's conditional tail call to the continuation, with the rare path
+    // that calls a helper (RESUME_CHECK's pending events) laid out after it.
+    let uncond = insns.iter().position(|i| is_continue_jump(code, &holes, i.off, i.len));
+    let cond = insns.iter().position(|i| {
+        matches!(i.kind, Kind::Branch { cc: Some(_), target } if target == end)
+            || is_cond_continue_jump(code, &holes, i.off, i.len)
+    });
+    let (cut, inverted) = match (uncond, cond) {
+        (Some(u), Some(c)) if c < u && insns[c + 1..u].iter().any(|i| i.call) => (c + 1, true),
+        (Some(u), _) => (u + 1, false),
+        (None, Some(c)) => (c + 1, true),
+        (None, None) => return None,
     };
     if cut >= insns.len() {
         return None;
@@ -448,6 +455,45 @@ mod tests {
         // Cold: the nops and the jump to DEOPT, which does not fall through.
         assert_eq!(s.cold.len(), 16 + 5);
         assert_eq!(s.cold_holes, vec![Hole { offset: 17, ..deopt }]);
+    }
+
+    /// 0: test rdi,rdi; 3: je CONTINUE; 9: the fall-through (`middle`);
+    /// then jmp CONTINUE and 16 nops after it.
+    fn conditional_then_unconditional(middle: &[u8], middle_holes: Vec<Hole>) -> BuiltStencil {
+        let mut code = vec![0x48, 0x85, 0xFF, 0x0F, 0x84, 0, 0, 0, 0];
+        code.extend_from_slice(middle);
+        let jmp = code.len() as u32;
+        code.extend([0xE9, 0, 0, 0, 0]);
+        code.extend(std::iter::repeat_n(0x90, 16));
+        let mut holes = vec![cont(5)];
+        holes.extend(middle_holes);
+        holes.push(cont(jmp + 1));
+        stencil(code, holes)
+    }
+
+    #[test]
+    fn a_conditional_continuation_before_a_call_ends_the_common_path() {
+        // The fall-through calls a helper (call [rip+GOT]): RESUME_CHECK's
+        // shape, its pending-events path after the conditional tail call.
+        let got = Hole { offset: 11, kind: RelocKind::X86_64_GOTPCREL, value: HoleValue::Symbol(0), addend: -4 };
+        let mut s = conditional_then_unconditional(&[0xFF, 0x15, 0, 0, 0, 0], vec![got]);
+        assert!(split_cold(&mut s));
+        assert_inverted_guard(&s);
+        // Cold: the call, the jump to the continuation, the nops after it.
+        assert_eq!(s.cold[..2], [0xFF, 0x15]);
+        assert_eq!(s.cold.len(), 6 + 5 + 16 + 5);
+    }
+
+    #[test]
+    fn a_conditional_continuation_without_a_call_after_it_stays_on_the_common_path() {
+        // The fall-through is a decrement (dec dword [rdi]): a common path
+        // that also continues, as in POP_TOP; the cut stays after its jmp.
+        let mut s = conditional_then_unconditional(&[0xFF, 0x0F], vec![]);
+        assert!(split_cold(&mut s));
+        assert_eq!(s.code[..11], [0x48, 0x85, 0xFF, 0x0F, 0x84, 0, 0, 0, 0, 0xFF, 0x0F]);
+        assert_eq!(s.code[11], 0xE9);
+        assert_eq!(s.code_holes, vec![cont(5), cont(12)]);
+        assert_eq!(s.cold.len(), 16 + 5);
     }
 
     #[test]
