@@ -18,7 +18,9 @@ fresh process per compiler compiles each function once:
   making the code executable without ever mapping it writable, a `pwrite`
   into the arena's file), the rest (the compiler proper), and the wall time
   of the call; bytecode instructions and machine-code bytes as tier 1
-  counts them; refusals by reason;
+  counts them, and the part of those bytes on the instructions' common
+  paths (`hot_bytes`: what a loop runs through; the rare paths follow);
+  refusals by reason;
 * CinderX: `cinderx.jit.force_compile(func)` (a nested code object gets a
   function made for it, with empty closure cells); the wall time of the
   call and `get_function_compilation_time` (whole milliseconds: too coarse
@@ -153,9 +155,10 @@ def run_ember(funcs) -> dict:
             reason = why or "not compiled"
             refused[reason] = refused.get(reason, 0) + 1
             continue
-        instrs, code_bytes, compile_ns, publish_ns = info
+        instrs, code_bytes, compile_ns, publish_ns, hot_bytes = info
         rows.append({"function": key, "instructions": n_instructions(code), "tier1_instructions": instrs,
-                     "code_bytes": code_bytes, "compile_ns": compile_ns, "publish_ns": publish_ns,
+                     "code_bytes": code_bytes, "hot_bytes": hot_bytes, "compile_ns": compile_ns,
+                     "publish_ns": publish_ns,
                      "unpublished_ns": compile_ns - publish_ns, "wall_ns": wall})
     return {"rows": rows, "refused": refused}
 
@@ -206,6 +209,10 @@ def summarise(rows, time_key) -> dict:
         "total_ms": sum(r[time_key] for r in rows) / 1e6,
         "bytes_per_instruction": sum(r["code_bytes"] for r in rows) / instrs,
         "median_bytes_per_instruction": statistics.median(size),
+        **({"hot_bytes_per_instruction": sum(r["hot_bytes"] for r in rows) / instrs,
+            "median_hot_bytes_per_instruction": statistics.median(
+                sorted(r["hot_bytes"] / r["instructions"] for r in rows if r["instructions"]))}
+           if all("hot_bytes" in r for r in rows) else {}),
     }
 
 
@@ -270,6 +277,10 @@ def main() -> int:
                "ember_unpublished_ns": row("Ember tier 1: the rest (compile_ns - publish_ns)", ember,
                                            "unpublished_ns"),
                "ember_wall": row("Ember tier 1 (wall, `_compile` call)", ember, "wall_ns")}
+    s = summary["ember_compile_ns"]
+    table.append(f"\nEmber tier 1's common paths (hot_bytes: the code before the instructions' rare paths, "
+                 f"which follow it): {s['hot_bytes_per_instruction']:.1f} bytes / instruction (all), "
+                 f"median {s['median_hot_bytes_per_instruction']:.1f}.")
     if "cinderx" in results:
         cx = results["cinderx"]
         summary["cinderx_wall"] = row("CinderX (wall, `force_compile` call)", cx, "wall_ns")

@@ -40,6 +40,8 @@ pub struct Tier1Totals {
     /// The part of `compile_ns` spent making code executable.
     pub publish_ns: u64,
     pub code_bytes: u64,
+    /// The part of `code_bytes` on the common paths (before the cold parts).
+    pub hot_bytes: u64,
     pub instructions: u64,
 }
 
@@ -186,6 +188,7 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
             totals.compile_ns += elapsed;
             totals.publish_ns += c.publish_ns;
             totals.code_bytes += c.code_bytes as u64;
+            totals.hot_bytes += c.cold_offset as u64;
             totals.instructions += c.n_instructions as u64;
             rec.compile_ns = elapsed;
             rec.tier1_compiles += 1;

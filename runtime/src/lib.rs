@@ -161,15 +161,16 @@ fn _code_info(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<(u8, Py<PyAny
     }
 }
 
-/// (bytecode instructions, machine-code bytes, compile ns) of a code object's
-/// tier-1 code, or None (benches/compile_speed.py).
+/// (bytecode instructions, machine-code bytes, compile ns, publish ns,
+/// common-path bytes) of a code object's tier-1 code, or None
+/// (benches/compile_speed.py).
 #[pyfunction]
 fn _tier1_info(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     let code = as_code(code)?;
     unsafe {
         let rec = records::lookup(code);
         match (!rec.is_null()).then(|| (*rec).compiled.as_deref()).flatten() {
-            Some(c) => (c.n_instructions, c.code_bytes, (*rec).compile_ns, c.publish_ns).into_py_any(py),
+            Some(c) => (c.n_instructions, c.code_bytes, (*rec).compile_ns, c.publish_ns, c.cold_offset).into_py_any(py),
             None => Ok(py.None()),
         }
     }
@@ -220,6 +221,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         if let Some(c) = rec.compiled.as_deref() {
             let t1 = PyDict::new(py);
             t1.set_item("code_bytes", c.code_bytes)?;
+            t1.set_item("hot_bytes", c.cold_offset)?;
             t1.set_item("total_bytes", c.total_bytes())?;
             t1.set_item("instructions", c.n_instructions)?;
             t1.set_item("compile_ns", rec.compile_ns)?;
@@ -284,6 +286,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     tier1.set_item("compile_ns", t1.compile_ns)?;
     tier1.set_item("publish_ns", t1.publish_ns)?;
     tier1.set_item("code_bytes", t1.code_bytes)?;
+    tier1.set_item("hot_bytes", t1.hot_bytes)?;
     tier1.set_item("instructions", t1.instructions)?;
     tier1.set_item("mapped_bytes", ember_tier1::jitmem::mapped_bytes())?;
     tier1.set_item("handoffs", unsafe { state().totals_handoffs })?;

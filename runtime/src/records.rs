@@ -139,7 +139,7 @@ pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
     records: Vec::new(),
     totals: GlobalCounters { frames: 0, code_objects_seen: 0, code_objects_freed: 0 },
     settings: Settings { tier1_threshold: 8, tier1_threshold_loopless: 128, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
-    tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, publish_ns: 0, code_bytes: 0, instructions: 0 },
+    tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, publish_ns: 0, code_bytes: 0, hot_bytes: 0, instructions: 0 },
     totals_handoffs: 0,
     totals_respecialisations_declined: 0,
     freed: FreedCounts { calls: 0, resumes: 0, back_edges: 0, by_tier: [0; 3], compiled_tier1: 0, reasons: None },

@@ -20,13 +20,13 @@ import ember
 GLOBAL_KEYS = {"frames", "calls", "resumes", "code_objects_seen", "code_objects_freed", "code_objects_live",
                "code_objects_by_tier", "code_objects_freed_by_tier", "code_objects_ever_compiled",
                "interpreter_reasons", "tier1", "deopts"}
-TIER1_GLOBAL_KEYS = {"compiled", "compile_ns", "publish_ns", "code_bytes", "instructions", "mapped_bytes", "handoffs",
+TIER1_GLOBAL_KEYS = {"compiled", "compile_ns", "publish_ns", "code_bytes", "hot_bytes", "instructions", "mapped_bytes", "handoffs",
                      "respecialisations_declined", "back_edges", "delegations_passed", "refused"}
 FUNCTION_KEYS = {"qualname", "filename", "firstlineno", "calls", "resumes", "handoffs", "respecialisations_declined",
                  "back_edges", "tier",
                  "pinned", "compiles", "compile_ns", "deopts", "interpreter_reason"}
 # Present only on functions compiled at tier 1.
-TIER1_FUNCTION_KEYS = {"code_bytes", "total_bytes", "instructions", "compile_ns", "publish_ns", "address"}
+TIER1_FUNCTION_KEYS = {"code_bytes", "hot_bytes", "total_bytes", "instructions", "compile_ns", "publish_ns", "address"}
 
 
 def entry(func):

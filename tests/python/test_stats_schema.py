@@ -68,7 +68,10 @@ def consistent(doc):
             assert f["tier1"]["compile_ns"] <= f["compile_ns"]["1"]
             # Publishing is a part of compiling, and takes a system call at least.
             assert 0 < f["tier1"]["publish_ns"] < f["tier1"]["compile_ns"], f
+            assert 0 < f["tier1"]["hot_bytes"] < f["tier1"]["code_bytes"], f
     assert g["tier1"]["publish_ns"] <= g["tier1"]["compile_ns"]
+    # Common paths first, the rare ones after them (at least the exits).
+    assert (0 < g["tier1"]["hot_bytes"] < g["tier1"]["code_bytes"]) == (g["tier1"]["compiled"] > 0)
     assert (g["tier1"]["publish_ns"] > 0) == (g["tier1"]["compiled"] > 0)
 
 

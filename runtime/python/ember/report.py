@@ -49,9 +49,10 @@ def format_summary(stats: dict, top: int = 15, sort: str = "calls") -> list[str]
     if t1 and t1["compiled"]:
         per = t1["compile_ns"] / t1["instructions"] if t1["instructions"] else 0
         publish = f", of which {t1['publish_ns'] / 1e6:.1f} ms publishing" if "publish_ns" in t1 else ""
+        hot = f" ({t1['hot_bytes'] // 1024} KiB on common paths)" if "hot_bytes" in t1 else ""
         lines.append(f"tier 1: {t1['compiled']} compiled, {t1['instructions']} instructions in "
                      f"{t1['compile_ns'] / 1e6:.1f} ms ({per:.0f} ns each{publish}), "
-                     f"{t1['code_bytes'] // 1024} KiB of code; {t1.get('back_edges', '?')} back-edges taken "
+                     f"{t1['code_bytes'] // 1024} KiB of code{hot}; {t1.get('back_edges', '?')} back-edges taken "
                      f"and {t1.get('handoffs', '?')} frames handed to the interpreter by compiled code")
     if t1 and t1.get("refused"):
         lines.append("stayed in the interpreter: " + ", ".join(
