@@ -334,6 +334,13 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
                 let (tp, t) = new_target(target);
                 if tp == p {
                     buf.extend_from_slice(&(t as i32 - next as i32).to_le_bytes());
+                } else if let Some(h) = (p == Part::Hot).then(|| exit_jump_hole(code, &holes, target)).flatten() {
+                    // The common path branches straight to where the rare
+                    // part's `jmp` would go (clang forms conditional tail
+                    // calls only when optimising for size): the same hole,
+                    // one taken jump fewer, the same length.
+                    buf.extend_from_slice(&[0; 4]);
+                    hs.push(Hole { offset: field, ..h });
                 } else {
                     buf.extend_from_slice(&[0; 4]);
                     let value = if tp == Part::Hot { HoleValue::Code } else { HoleValue::Cold };
@@ -354,6 +361,18 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
     let tail = hot.len() as u32 - 5;
     debug_assert!(is_continue_jump(&hot, &hot_holes, tail, 5));
     Some((hot, hot_holes, cold, cold_holes, tail))
+}
+
+/// The hole of the `jmp rel32` at `off` when it leaves the stencil (to the
+/// continuation, another exit or a helper: a PC-relative hole in its
+/// displacement that does not point back into the stencil).
+fn exit_jump_hole(code: &[u8], holes: &[Hole], off: u32) -> Option<Hole> {
+    if code.get(off as usize) != Some(&0xE9) || off as usize + 5 > code.len() {
+        return None;
+    }
+    let i = holes.binary_search_by_key(&(off + 1), |h| h.offset).ok()?;
+    let h = holes[i];
+    (h.kind == RelocKind::X86_64_PC32 && h.addend == -4 && !matches!(h.value, HoleValue::Code | HoleValue::Cold)).then_some(h)
 }
 
 fn decode_flow(code: &[u8], off: u32) -> Option<FlowControl> {
@@ -469,6 +488,36 @@ mod tests {
         holes.extend(middle_holes);
         holes.push(cont(jmp + 1));
         stencil(code, holes)
+    }
+
+    #[test]
+    fn a_branch_to_an_exit_jump_in_the_cold_part_goes_to_the_exit() {
+        // POP_JUMP_IF_NONE's shape: 0: test rdi,rdi; 3: je +5 (-> 10);
+        // 5: jmp CONTINUE; 10: jmp JUMP; 15..31: nops.
+        let mut code = vec![0x48, 0x85, 0xFF, 0x74, 0x05, 0xE9, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0];
+        code.extend(std::iter::repeat_n(0x90, 16));
+        let jump = |offset| Hole { offset, kind: RelocKind::X86_64_PC32, value: HoleValue::Jump, addend: -4 };
+        let mut s = stencil(code, vec![cont(6), jump(11)]);
+        assert!(split_cold(&mut s));
+        // Hot: test; je JUMP (rel32, the exit's own hole); jmp CONTINUE.
+        assert_eq!(s.code, vec![0x48, 0x85, 0xFF, 0x0F, 0x84, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0]);
+        assert_eq!(s.code_holes, vec![jump(5), cont(10)]);
+        // The exit itself stays in the cold part.
+        assert_eq!(s.cold[0], 0xE9);
+        assert_eq!(s.cold_holes[0], jump(1));
+    }
+
+    #[test]
+    fn a_branch_to_a_jump_within_the_stencil_is_not_retargeted() {
+        // As above, but 10: jmp -12 (-> 0): no hole to take over.
+        let mut code = vec![0x48, 0x85, 0xFF, 0x74, 0x05, 0xE9, 0, 0, 0, 0, 0xE9, 0xF1, 0xFF, 0xFF, 0xFF];
+        code.extend(std::iter::repeat_n(0x90, 16));
+        let mut s = stencil(code, vec![cont(6)]);
+        assert!(split_cold(&mut s));
+        assert_eq!(
+            s.code_holes,
+            vec![Hole { offset: 5, kind: RelocKind::X86_64_PC32, value: HoleValue::Cold, addend: -4 }, cont(10)]
+        );
     }
 
     #[test]
