@@ -7,8 +7,16 @@
 //! address, with entries removed when the object dies, is invisible.
 //!
 //! Open addressing, linear probing, deletion by backward shift (no
-//! tombstones), at most half full: a lookup is a multiply, a shift and
+//! tombstones), at most 3/8 full: a lookup is a multiply, a shift and
 //! usually one compare. Key 0 marks an empty slot.
+//!
+//! A key's cost is the length of its probe, paid on every call of its code
+//! object: at half load about one key in 30 lay 5 or more slots from home, and
+//! a hot code object that did (the generators benchmark's `__iter__`, by the
+//! luck of its address) cost 16% more instructions in all. Insertion is
+//! Robin Hood's (a key probing past one nearer its home takes its slot and
+//! moves it on), which evens the probes out; with the lower load, about one
+//! key in 1,000 needs 5.
 
 const MIN_CAPACITY: usize = 1024;
 
@@ -90,7 +98,7 @@ impl<V: Copy> PtrMap<V> {
     /// Insert or replace. `key` must not be 0.
     pub fn insert(&mut self, key: usize, value: V) {
         assert!(key != 0, "PtrMap keys are non-null addresses");
-        if (self.len + 1) * 2 > self.slots.len() {
+        if (self.len + 1) * 8 > self.slots.len() * 3 {
             self.grow();
         }
         let mask = self.mask();
@@ -102,11 +110,28 @@ impl<V: Copy> PtrMap<V> {
                 return;
             }
             if slot.key == 0 {
-                *slot = Slot { key, value };
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        // Not there: Robin Hood insertion from its home slot.
+        let mut moving = Slot { key, value };
+        let mut i = hash(key, self.shift);
+        let mut distance = 0usize;
+        loop {
+            let slot = &mut self.slots[i];
+            if slot.key == 0 {
+                *slot = moving;
                 self.len += 1;
                 return;
             }
+            let theirs = i.wrapping_sub(hash(slot.key, self.shift)) & mask;
+            if theirs < distance {
+                std::mem::swap(slot, &mut moving);
+                distance = theirs;
+            }
             i = (i + 1) & mask;
+            distance += 1;
         }
     }
 
@@ -268,5 +293,39 @@ mod tests {
             assert_eq!(m.get(key), reference.get(&key).copied().unwrap_or(0));
         }
         assert_eq!(m.iter().count(), reference.len());
+    }
+
+    /// Probes stay short for every key, not only on average: 3,000
+    /// aligned addresses (a full table, just before it grows) need at most
+    /// 5 slots each and 1.4 on average.
+    #[test]
+    fn every_probe_is_short() {
+        let mut m = PtrMap::new(0usize);
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut keys = Vec::new();
+        // Up to the load at which the next insert would grow the table.
+        while m.len() < 3000 || (m.len() + 1) * 8 <= m.slots.len() * 3 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let key = 0x7f12_0000_0000usize + ((seed % (1 << 24)) as usize) * 16;
+            m.insert(key, 1);
+            keys.push(key);
+        }
+        let probes: Vec<usize> = keys
+            .iter()
+            .map(|&k| {
+                let mut i = super::hash(k, m.shift);
+                let mut n = 1;
+                while m.slots[i].key != k {
+                    i = (i + 1) & m.mask();
+                    n += 1;
+                }
+                n
+            })
+            .collect();
+        let mean = probes.iter().sum::<usize>() as f64 / probes.len() as f64;
+        assert!(*probes.iter().max().unwrap() <= 5, "max {}", probes.iter().max().unwrap());
+        assert!(mean < 1.4, "mean {mean}");
     }
 }
