@@ -325,10 +325,12 @@ EMBER_STENCIL(POP_JUMP_IF_NONE)
 {
     _PyStackRef value = stack_pointer[-1];
     stack_pointer--;
+    /* Closing None does nothing: closed first, the branch is a plain
+     * conditional jump, both ways on the common path. */
+    CLOSE_ESCAPING(value);
     if (PyStackRef_IsNone(value)) {
         JUMP();
     }
-    CLOSE_ESCAPING(value);
     CONTINUE();
 }
 
@@ -336,10 +338,11 @@ EMBER_STENCIL(POP_JUMP_IF_NOT_NONE)
 {
     _PyStackRef value = stack_pointer[-1];
     stack_pointer--;
+    /* As POP_JUMP_IF_NONE: closed first. */
+    CLOSE_ESCAPING(value);
     if (PyStackRef_IsNone(value)) {
         CONTINUE();
     }
-    CLOSE_ESCAPING(value);
     JUMP();
 }
 

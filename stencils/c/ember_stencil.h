@@ -114,6 +114,26 @@ ember_oparg(void)
 #define SYNC_SP() (frame->stackpointer = stack_pointer)
 #define ESCAPE() (SET_IP(), SYNC_SP())
 
+/* PyStackRef_FromPyObjectNew(obj) with both outcomes on the common path:
+ * an immortal object (None, True, False, a small int: an attribute's or a
+ * global's value as often as not) is tagged, any other gets a reference.
+ * clang would otherwise lay the immortal case out of line, where tier 1
+ * places it among the rare paths, two taken jumps away. */
+static inline __attribute__((always_inline)) _PyStackRef
+ember_new_ref(PyObject *obj)
+{
+#if defined(Py_REF_DEBUG) || defined(Py_GIL_DISABLED) || !defined(__LP64__)
+    return PyStackRef_FromPyObjectNew(obj);
+#else
+    uint32_t refcnt = obj->ob_refcnt;
+    uintptr_t immortal = refcnt >> 31; /* _Py_IsImmortal on 64-bit */
+    if (!immortal) {
+        obj->ob_refcnt = refcnt + 1;
+    }
+    return (_PyStackRef){.bits = (uintptr_t)obj | (immortal * Py_TAG_REFCNT)};
+#endif
+}
+
 /* PyStackRef_CLOSE(REF) for a stencil that would ESCAPE() only for it: the
  * frame state is stored only when the object is about to be freed, its
  * deallocation being the only way the close can leave compiled code. The

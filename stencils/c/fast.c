@@ -56,16 +56,22 @@ PyObject *ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int op
         CONTINUE();                                                            \
     } while (0)
 
+/* Whether a load pushes a NULL after its result: the oparg's low bit,
+ * except in loads_with_null.inc. */
+#define EMBER_PUSHES_NULL (OPARG & 1)
+
 /* (owner -- attr, NULL if oparg & 1): a new reference to attr_o replaces
  * the owner, which is then closed (its finaliser may run). */
 #define LOAD_ATTR_RESULT(attr_o)                                               \
     do {                                                                       \
         _PyStackRef owner_ = stack_pointer[-1];                                \
-        stack_pointer[-1] = PyStackRef_FromPyObjectNew(attr_o);                \
-        if (OPARG & 1) {                                                       \
-            stack_pointer[0] = PyStackRef_NULL;                                \
-            stack_pointer++;                                                   \
-        }                                                                      \
+        /* The NULL without a branch when EMBER_PUSHES_NULL is the oparg's \
+         * (a branch clang would give a second exit, out of line): written \
+         * at [-1] first when there is none, where the attribute goes. */  \
+        intptr_t null_ = EMBER_PUSHES_NULL;                                    \
+        stack_pointer[null_ - 1] = PyStackRef_NULL;                            \
+        stack_pointer[-1] = ember_new_ref(attr_o);                             \
+        stack_pointer += null_;                                                \
         CLOSE_ESCAPING(owner_);                                                \
         CONTINUE();                                                            \
     } while (0)
@@ -133,82 +139,6 @@ static inline __attribute__((always_inline)) uint32_t
 live_type_version(const _Py_CODEUNIT *instr, int op)
 {
     return instr->op.code == op ? live_u32(instr, 1) : 0;
-}
-
-/* OPERAND0: type version; OPERAND1: byte offset of the value in the object.
- * Live cache: type version at 1, offset at 3. */
-EMBER_STENCIL(LOAD_ATTR_INSTANCE_VALUE)
-{
-    PyObject *owner_o = BORROW(stack_pointer[-1]);
-    unsigned int version = Py_TYPE(owner_o)->tp_version_tag;
-    uintptr_t offset = OPERAND1_U32;
-    if (UNLIKELY(version != (uint32_t)OPERAND0_U32)) {
-        const _Py_CODEUNIT *instr = THIS_INSTR;
-        if (version == 0 || version != live_type_version(instr, EMBER_OP_LOAD_ATTR_INSTANCE_VALUE)) {
-            LOAD_ATTR_GENERIC();
-        }
-        offset = instr[4].cache;
-    }
-    if (LIKELY(values_valid(owner_o))) {
-        PyObject *attr_o = *(PyObject **)((char *)owner_o + offset);
-        if (LIKELY(attr_o != NULL)) {
-            LOAD_ATTR_RESULT(attr_o);
-        }
-    }
-    LOAD_ATTR_GENERIC();
-}
-
-/* OPERAND0: type version; OPERAND1: byte offset of the slot. */
-EMBER_STENCIL(LOAD_ATTR_SLOT)
-{
-    PyObject *owner_o = BORROW(stack_pointer[-1]);
-    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == (uint32_t)OPERAND0_U32)) {
-        PyObject *attr_o = *(PyObject **)((char *)owner_o + OPERAND1_U32);
-        if (LIKELY(attr_o != NULL)) {
-            LOAD_ATTR_RESULT(attr_o);
-        }
-    }
-    LOAD_ATTR_GENERIC();
-}
-
-/* OPERAND0: keys version of the module's dict; OPERAND1: the entry's index. */
-EMBER_STENCIL(LOAD_ATTR_MODULE)
-{
-    PyObject *owner_o = BORROW(stack_pointer[-1]);
-    if (LIKELY(Py_TYPE(owner_o)->tp_getattro == PyModule_Type.tp_getattro)) {
-        PyDictKeysObject *keys = ((PyDictObject *)((PyModuleObject *)owner_o)->md_dict)->ma_keys;
-        if (LIKELY(keys->dk_version == (uint32_t)OPERAND0_U32)) {
-            PyObject *attr_o = DK_UNICODE_ENTRIES(keys)[OPERAND1_U32].me_value;
-            if (LIKELY(attr_o != NULL)) {
-                LOAD_ATTR_RESULT(attr_o);
-            }
-        }
-    }
-    LOAD_ATTR_GENERIC();
-}
-
-/* An attribute of a class found in the class (or its MRO).
- * OPERAND0: the class's type version; OPERAND1: the attribute. */
-EMBER_STENCIL(LOAD_ATTR_CLASS)
-{
-    PyObject *owner_o = BORROW(stack_pointer[-1]);
-    if (LIKELY(PyType_Check(owner_o) && ((PyTypeObject *)owner_o)->tp_version_tag == (uint32_t)OPERAND0_U32)) {
-        LOAD_ATTR_RESULT((PyObject *)OPERAND1);
-    }
-    LOAD_ATTR_GENERIC();
-}
-
-/* The same, and the metaclass unchanged. OPERAND0: the class's type
- * version, the metaclass's in the high half; OPERAND1: the attribute. */
-EMBER_STENCIL(LOAD_ATTR_CLASS_WITH_METACLASS_CHECK)
-{
-    PyObject *owner_o = BORROW(stack_pointer[-1]);
-    uintptr_t versions = OPERAND0;
-    if (LIKELY(PyType_Check(owner_o) && ((PyTypeObject *)owner_o)->tp_version_tag == lo32(versions)
-               && Py_TYPE(owner_o)->tp_version_tag == hi32(versions))) {
-        LOAD_ATTR_RESULT((PyObject *)OPERAND1);
-    }
-    LOAD_ATTR_GENERIC();
 }
 
 /* A method for a call, on an instance with inline values. OPERAND0: type
@@ -333,40 +263,33 @@ versioned_entry(PyObject *dict, uint32_t version, uintptr_t index)
 
 #define LOAD_GLOBAL_RESULT(res_o)                                              \
     do {                                                                       \
-        stack_pointer[0] = PyStackRef_FromPyObjectNew(res_o);                  \
-        stack_pointer++;                                                       \
-        if (OPARG & 1) {                                                       \
-            stack_pointer[0] = PyStackRef_NULL;                                \
-            stack_pointer++;                                                   \
-        }                                                                      \
+        /* As LOAD_ATTR_RESULT: the NULL without a branch. */             \
+        _PyStackRef *top_ = stack_pointer + EMBER_PUSHES_NULL;                 \
+        top_[0] = PyStackRef_NULL;                                             \
+        stack_pointer[0] = ember_new_ref(res_o);                               \
+        stack_pointer = top_ + 1;                                              \
         CONTINUE();                                                            \
     } while (0)
 
-/* OPERAND0: keys version of the globals; OPERAND1: the entry's index. */
-EMBER_STENCIL(LOAD_GLOBAL_MODULE)
-{
-    PyObject *res_o = versioned_entry(frame->f_globals, (uint32_t)OPERAND0_U32, OPERAND1_U32);
-    if (LIKELY(res_o != NULL)) {
-        LOAD_GLOBAL_RESULT(res_o);
-    }
-    LOAD_GLOBAL_MISS();
-}
+/* ---- Loads that push a NULL for a call when oparg & 1 --------------- */
 
-/* OPERAND0: keys version of the globals (the name is not there), the
- * builtins' in bits 16-31; OPERAND1: the entry's index in the builtins. */
-EMBER_STENCIL(LOAD_GLOBAL_BUILTIN)
-{
-    uint32_t versions = (uint32_t)OPERAND0_U32;
-    PyObject *globals = frame->f_globals;
-    if (LIKELY(PyDict_CheckExact(globals)
-               && ((PyDictObject *)globals)->ma_keys->dk_version == (uint16_t)versions)) {
-        PyObject *res_o = versioned_entry(frame->f_builtins, (uint16_t)(versions >> 16), OPERAND1_U32);
-        if (LIKELY(res_o != NULL)) {
-            LOAD_GLOBAL_RESULT(res_o);
-        }
-    }
-    LOAD_GLOBAL_MISS();
-}
+/* Each stencil of loads_with_null.inc twice: NAME, for oparg & 1 == 0, and
+ * NAME__NULL, for 1 (tier 1 picks one by the oparg), so that neither tests
+ * the oparg's low bit: a test clang would turn into a second exit, laid out
+ * among the rare paths. */
+#define EMBER_STENCIL_EXPANDED(NAME) EMBER_STENCIL(NAME)
+#undef EMBER_PUSHES_NULL
+#define EMBER_PUSHES_NULL 0
+#define WITH_NULL(NAME) EMBER_STENCIL_EXPANDED(NAME)
+#include "loads_with_null.inc"
+#undef WITH_NULL
+#undef EMBER_PUSHES_NULL
+#define EMBER_PUSHES_NULL 1
+#define WITH_NULL(NAME) EMBER_STENCIL_EXPANDED(NAME##__NULL)
+#include "loads_with_null.inc"
+#undef WITH_NULL
+#undef EMBER_PUSHES_NULL
+#define EMBER_PUSHES_NULL (OPARG & 1)
 
 /* ---- STORE_ATTR: (value, owner --) ----------------------------------- */
 
@@ -412,7 +335,9 @@ EMBER_STENCIL(STORE_ATTR_INSTANCE_VALUE)
         PyObject **value_ptr = (PyObject **)((char *)owner_o + offset);
         PyObject *old = *value_ptr;
         *value_ptr = PyStackRef_AsPyObjectSteal(value);
-        if (old == NULL) {
+        /* A new attribute (in __init__, once per object) is rarer than a
+         * replaced one (in loops). */
+        if (UNLIKELY(old == NULL)) {
             PyDictValues *values = _PyObject_InlineValues(owner_o);
             _PyDictValues_AddToInsertionOrder(values, value_ptr - values->values);
         }
@@ -528,7 +453,7 @@ EMBER_STENCIL(FOR_ITER_LIST)
         _PyListIterObject *li = (_PyListIterObject *)it;
         PyListObject *seq = li->it_seq;
         if (LIKELY(seq != NULL && (size_t)li->it_index < (size_t)PyList_GET_SIZE(seq))) {
-            stack_pointer[0] = PyStackRef_FromPyObjectNew(PyList_GET_ITEM(seq, li->it_index));
+            stack_pointer[0] = ember_new_ref(PyList_GET_ITEM(seq, li->it_index));
             li->it_index++;
             stack_pointer++;
             CONTINUE();
@@ -544,7 +469,7 @@ EMBER_STENCIL(FOR_ITER_TUPLE)
         _PyTupleIterObject *ti = (_PyTupleIterObject *)it;
         PyTupleObject *seq = ti->it_seq;
         if (LIKELY(seq != NULL && (size_t)ti->it_index < (size_t)PyTuple_GET_SIZE(seq))) {
-            stack_pointer[0] = PyStackRef_FromPyObjectNew(PyTuple_GET_ITEM(seq, ti->it_index));
+            stack_pointer[0] = ember_new_ref(PyTuple_GET_ITEM(seq, ti->it_index));
             ti->it_index++;
             stack_pointer++;
             CONTINUE();

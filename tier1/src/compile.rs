@@ -135,6 +135,9 @@ pub struct Instr {
     pub base: u8,
     /// A LINE_CHECK goes before it (set by the layout).
     line_start: bool,
+    /// Its stencil is the `__NULL` variant of its opcode's: a load that
+    /// pushes a NULL (oparg & 1), which that variant does without testing.
+    with_null: bool,
 }
 
 const FIRST_INSTRUMENTED: u8 = 234;
@@ -171,6 +174,8 @@ struct OpInfo {
     extra: bool,
     /// It is RERAISE (its OPERAND1 defaults to the entry table).
     reraise: bool,
+    /// Its stencil has a `__NULL` variant, for an odd oparg.
+    null_variant: bool,
     /// Bytes of its program's code without and with the trailing jump, and
     /// of its cold part: the layout reads them here, in a table that stays
     /// in cache, rather than from the program.
@@ -193,6 +198,7 @@ fn op_infos() -> [OpInfo; 256] {
             ok: false,
             extra: false,
             reraise: false,
+            null_variant: false,
             short_len: 0,
             full_len: 0,
             cold_len: 0,
@@ -257,6 +263,7 @@ fn decode_into(
             opcode,
             base: op.base,
             line_start: false,
+            with_null: op.null_variant && oparg & 1 == 1,
         };
         if op.jump != JumpRule::None {
             if let JumpTo::Instr(t) = operands::jump(&instr, op.jump) {
@@ -568,6 +575,8 @@ pub struct Compiler {
     programs: Programs,
     arena: Arc<Arena>,
     ops: [OpInfo; 256],
+    /// The same for the `__NULL` variants (where `null_variant` is set).
+    null_ops: Box<[OpInfo; 256]>,
     known: Known,
     /// The exits, LINE_CHECK: programs, or why there is none.
     exits: Result<[u16; 3], String>,
@@ -602,16 +611,25 @@ impl Compiler {
         let exits = (|| Ok([prog("ERROR_EXIT")?, prog("RERAISE_EXIT")?, prog("DEOPT_EXIT")?]))();
         let line_check = prog("LINE_CHECK");
         let mut ops = op_infos();
+        let mut null_ops = Box::new(op_infos());
         let reraise = opcodes::by_name("RERAISE");
-        for (op, info) in ops.iter_mut().enumerate() {
-            if let Some(name) = select_by_name(op as u8) {
-                info.prog = programs.by_name(name).unwrap_or(NO_PROG);
-            }
-            info.reraise = Some(info.base) == reraise;
-            if let Some(prog) = programs.all().get(info.prog as usize) {
+        let use_prog = |info: &mut OpInfo, prog: u16| {
+            info.prog = prog;
+            if let Some(prog) = programs.all().get(prog as usize) {
                 info.ok = prog.error.is_none();
                 info.extra = prog.extra;
                 (info.short_len, info.full_len, info.cold_len) = (prog.short.len, prog.full.len, prog.cold_len);
+            }
+        };
+        for (op, info) in ops.iter_mut().enumerate() {
+            info.reraise = Some(info.base) == reraise;
+            if let Some(name) = select_by_name(op as u8) {
+                use_prog(info, programs.by_name(name).unwrap_or(NO_PROG));
+                if let Some(variant) = programs.by_name(&format!("{name}__NULL")) {
+                    info.null_variant = true;
+                    null_ops[op] = *info;
+                    use_prog(&mut null_ops[op], variant);
+                }
             }
         }
         Compiler {
@@ -619,9 +637,20 @@ impl Compiler {
             programs,
             arena,
             ops,
+            null_ops,
             known: Known { store_fast: opcodes::by_name("STORE_FAST"), pop_top: opcodes::by_name("POP_TOP") },
             exits,
             line_check,
+        }
+    }
+
+    /// What compiling `instr` needs of its opcode, or of its `__NULL` variant.
+    #[inline]
+    fn op(&self, instr: &Instr) -> &OpInfo {
+        if instr.with_null {
+            &self.null_ops[instr.opcode as usize]
+        } else {
+            &self.ops[instr.opcode as usize]
         }
     }
 
@@ -699,7 +728,7 @@ impl Compiler {
                 if start {
                     off += lc_len;
                 }
-                let op = &self.ops[instr.opcode as usize];
+                let op = self.op(instr);
                 ok &= op.ok;
                 extra |= op.extra;
                 off += op.short_len as usize;
@@ -711,7 +740,7 @@ impl Compiler {
         }
         if let Some(last) = s.instrs.last() {
             // The last instruction keeps its trailing jump.
-            let op = &self.ops[last.opcode as usize];
+            let op = self.op(last);
             off += (op.full_len - op.short_len) as usize;
         }
         if n_starts > 0 {
@@ -798,7 +827,7 @@ impl Compiler {
         let line_version = info.instrumentation_version >> 8;
         let mut code_off = 0u32;
         for (k, instr) in instrs.iter().enumerate() {
-            let op = &self.ops[instr.opcode as usize];
+            let op = self.op(instr);
             let prog = &progs[op.prog as usize];
             // The entry table and the stencil number.
             let entry = base + s.unit_off[instr.index as usize] as u64;
@@ -1016,7 +1045,7 @@ impl Compiler {
                     return Refusal::Malformed(e.clone());
                 }
             }
-            let p = self.ops[instr.opcode as usize].prog;
+            let p = self.op(instr).prog;
             if p == NO_PROG {
                 return Refusal::Unsupported(name_of(instr.base));
             }
@@ -1065,7 +1094,7 @@ impl Compiler {
             if instr.line_start {
                 count(lc, lc.short.n_holes, &mut n_tramp, &mut n_got, &mut data);
             }
-            let prog = &progs[self.ops[instr.opcode as usize].prog as usize];
+            let prog = &progs[self.op(instr).prog as usize];
             let n_holes = if k + 1 < n { prog.short.n_holes } else { prog.full.n_holes };
             count(prog, n_holes, &mut n_tramp, &mut n_got, &mut data);
         }
