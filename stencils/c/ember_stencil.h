@@ -143,14 +143,7 @@ ember_new_ref(PyObject *obj)
     do {                                                                         \
         _PyStackRef ref_ = (REF);                                                \
         if (PyStackRef_RefcountOnObject(ref_)) {                                 \
-            PyObject *o_ = BITS_TO_PTR(ref_);                                    \
-            if (UNLIKELY(o_->ob_refcnt == 1)) {                                  \
-                ESCAPE();                                                        \
-                Py_DECREF_MORTAL(o_);                                            \
-            }                                                                    \
-            else {                                                               \
-                EMBER_DECREF_ALIVE(o_);                                          \
-            }                                                                    \
+            DECREF_MORTAL_THEN(BITS_TO_PTR(ref_), ESCAPE());                     \
         }                                                                        \
     } while (0)
 /* PyStackRef_CLOSE(REF) of an exact int, float or str, whose deallocation
@@ -160,13 +153,7 @@ ember_new_ref(PyObject *obj)
     do {                                                                         \
         _PyStackRef ref_ = (REF);                                                \
         if (PyStackRef_RefcountOnObject(ref_)) {                                 \
-            PyObject *o_ = BITS_TO_PTR(ref_);                                    \
-            if (UNLIKELY(o_->ob_refcnt == 1)) {                                  \
-                Py_DECREF_MORTAL(o_);                                            \
-            }                                                                    \
-            else {                                                               \
-                EMBER_DECREF_ALIVE(o_);                                          \
-            }                                                                    \
+            DECREF_MORTAL_THEN(BITS_TO_PTR(ref_), (void)0);                      \
         }                                                                        \
     } while (0)
 
@@ -175,13 +162,21 @@ ember_new_ref(PyObject *obj)
     do {                                                                         \
         PyObject *obj_ = (OBJ);                                                  \
         if (obj_ != NULL && !_Py_IsImmortal(obj_)) {                             \
-            if (UNLIKELY(obj_->ob_refcnt == 1)) {                                \
-                ESCAPE();                                                        \
-                Py_DECREF_MORTAL(obj_);                                          \
-            }                                                                    \
-            else {                                                               \
-                EMBER_DECREF_ALIVE(obj_);                                        \
-            }                                                                    \
+            DECREF_MORTAL_THEN(obj_, ESCAPE());                                  \
+        }                                                                        \
+    } while (0)
+/* Py_DECREF_MORTAL(OBJ) of a mortal object, BEFORE_FREE done first when
+ * the object is about to be freed (the rare path); otherwise a plain
+ * decrement. */
+#define DECREF_MORTAL_THEN(OBJ, BEFORE_FREE)                                     \
+    do {                                                                         \
+        PyObject *o_ = (OBJ);                                                    \
+        if (UNLIKELY(o_->ob_refcnt == 1)) {                                      \
+            BEFORE_FREE;                                                         \
+            Py_DECREF_MORTAL(o_);                                                \
+        }                                                                        \
+        else {                                                                   \
+            EMBER_DECREF_ALIVE(o_);                                              \
         }                                                                        \
     } while (0)
 /* A decref that leaves the object alive (a debug build keeps its count of
