@@ -373,7 +373,7 @@ EMBER_STENCIL(TO_BOOL_INT)
     PyObject *value_o = BORROW(value);
     if (LIKELY(PyLong_CheckExact(value_o))) {
         int truth = !_PyLong_IsZero((PyLongObject *)value_o);
-        CLOSE_NO_FINALISER(value);
+        CLOSE_EXACT(value, _PyLong_ExactDealloc);
         stack_pointer[-1] = truth ? PyStackRef_True : PyStackRef_False;
         CONTINUE();
     }
@@ -386,7 +386,7 @@ EMBER_STENCIL(TO_BOOL_STR)
     PyObject *value_o = BORROW(value);
     if (LIKELY(PyUnicode_CheckExact(value_o))) {
         int truth = PyUnicode_GET_LENGTH(value_o) != 0;
-        CLOSE_NO_FINALISER(value);
+        CLOSE_EXACT(value, _PyUnicode_ExactDealloc);
         stack_pointer[-1] = truth ? PyStackRef_True : PyStackRef_False;
         CONTINUE();
     }

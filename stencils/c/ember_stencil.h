@@ -17,10 +17,12 @@
 #include "pycore_frame.h"
 #include "pycore_interpframe.h"
 #include "pycore_long.h"
+#include "pycore_floatobject.h"
 #include "pycore_object.h"
 #include "pycore_pyerrors.h"
 #include "pycore_stackref.h"
 #include "pycore_tuple.h"
+#include "pycore_unicodeobject.h"
 #include "pycore_list.h"
 /* EMBER_OP_<NAME>: opcode numbers (generated; see stencils/build.rs). */
 #include "ember_opcodes.h"
@@ -146,14 +148,23 @@ ember_new_ref(PyObject *obj)
             DECREF_MORTAL_THEN(BITS_TO_PTR(ref_), ESCAPE());                     \
         }                                                                        \
     } while (0)
-/* PyStackRef_CLOSE(REF) of an exact int, float or str, whose deallocation
- * runs no code: no frame state to store, and the deallocation kept off the
- * common path. */
-#define CLOSE_NO_FINALISER(REF)                                                  \
+/* PyStackRef_CLOSE_SPECIALIZED(REF, DEALLOC) of an exact int, float or str
+ * (DEALLOC: _PyLong_ExactDealloc, _PyFloat_ExactDealloc,
+ * _PyUnicode_ExactDealloc), as the interpreter closes them: freed by the
+ * type's own deallocator, not through _Py_Dealloc's generic path, which
+ * runs no code of the program: no frame state to store, and the
+ * deallocation kept off the common path. */
+#define CLOSE_EXACT(REF, DEALLOC)                                                \
     do {                                                                         \
         _PyStackRef ref_ = (REF);                                                \
         if (PyStackRef_RefcountOnObject(ref_)) {                                 \
-            DECREF_MORTAL_THEN(BITS_TO_PTR(ref_), (void)0);                      \
+            PyObject *o_ = BITS_TO_PTR(ref_);                                    \
+            if (UNLIKELY(o_->ob_refcnt == 1)) {                                  \
+                Py_DECREF_MORTAL_SPECIALIZED(o_, DEALLOC);                       \
+            }                                                                    \
+            else {                                                               \
+                EMBER_DECREF_ALIVE(o_);                                          \
+            }                                                                    \
         }                                                                        \
     } while (0)
 

@@ -504,8 +504,8 @@ EMBER_STENCIL(COMPARE_OP_FLOAT)
         double a = PyFloat_AS_DOUBLE(l), b = PyFloat_AS_DOUBLE(r);
         int outcome = COMPARISON_BIT(a, b);
         stack_pointer -= 2;
-        CLOSE_NO_FINALISER(lhs);
-        CLOSE_NO_FINALISER(rhs);
+        CLOSE_EXACT(lhs, _PyFloat_ExactDealloc);
+        CLOSE_EXACT(rhs, _PyFloat_ExactDealloc);
         stack_pointer[0] = (outcome & OPARG) ? PyStackRef_True : PyStackRef_False;
         stack_pointer++;
         CONTINUE();
@@ -521,8 +521,8 @@ EMBER_STENCIL(COMPARE_OP_STR)
     if (LIKELY(PyUnicode_CheckExact(l) && PyUnicode_CheckExact(r))) {
         int eq = _PyUnicode_Equal(l, r);
         stack_pointer -= 2;
-        CLOSE_NO_FINALISER(lhs);
-        CLOSE_NO_FINALISER(rhs);
+        CLOSE_EXACT(lhs, _PyUnicode_ExactDealloc);
+        CLOSE_EXACT(rhs, _PyUnicode_ExactDealloc);
         int outcome = eq ? COMPARISON_EQUALS : COMPARISON_NOT_EQUALS;
         stack_pointer[0] = (outcome & OPARG) ? PyStackRef_True : PyStackRef_False;
         stack_pointer++;
@@ -602,7 +602,7 @@ EMBER_STENCIL(STORE_SUBSCR_LIST_INT)
             PyObject *old = PyList_GET_ITEM(list_o, index);
             PyList_SET_ITEM(list_o, index, PyStackRef_AsPyObjectSteal(value));
             stack_pointer -= 3;
-            CLOSE_NO_FINALISER(sub);
+            CLOSE_EXACT(sub, _PyLong_ExactDealloc);
             CLOSE_ESCAPING(list);
             XDECREF_ESCAPING(old);
             CONTINUE();

@@ -27,6 +27,9 @@ EMBER_STENCIL(BINARY_OP)
     BINARY_EPILOGUE(res);
 }
 
+/* Exact ints: the operands closed by their type's deallocator, as the
+ * interpreter does (an int's deallocation runs no code of the program, so the
+ * stack pointer need not be stored first). */
 #define INT_BINOP(NAME, FAST)                                                  \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
@@ -36,11 +39,18 @@ EMBER_STENCIL(BINARY_OP)
         PyObject *res;                                                         \
         if (LIKELY(PyLong_CheckExact(l) && PyLong_CheckExact(r))) {            \
             res = FAST((PyLongObject *)l, (PyLongObject *)r);                  \
+            stack_pointer -= 2;                                                \
+            CLOSE_EXACT(lhs, _PyLong_ExactDealloc);                            \
+            CLOSE_EXACT(rhs, _PyLong_ExactDealloc);                            \
+            if (UNLIKELY(res == NULL)) {                                       \
+                ERROR();                                                       \
+            }                                                                  \
+            stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);              \
+            stack_pointer++;                                                   \
+            CONTINUE();                                                        \
         }                                                                      \
-        else {                                                                 \
-            ADAPTIVE_MISS();                                                   \
-            res = ((binaryfunc)OPERAND0)(l, r);                                \
-        }                                                                      \
+        ADAPTIVE_MISS();                                                       \
+        res = ((binaryfunc)OPERAND0)(l, r);                                    \
         BINARY_EPILOGUE(res);                                                  \
     }
 
@@ -48,6 +58,9 @@ INT_BINOP(BINARY_OP_ADD_INT, _PyLong_Add)
 INT_BINOP(BINARY_OP_SUBTRACT_INT, _PyLong_Subtract)
 INT_BINOP(BINARY_OP_MULTIPLY_INT, _PyLong_Multiply)
 
+/* Exact floats: the operands closed before the result is made, by their
+ * type's deallocator, as the interpreter does (_PyFloat_FromDouble_ConsumeInputs):
+ * a float freed here is the one the result reuses. */
 #define FLOAT_BINOP(NAME, OP)                                                  \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
@@ -56,12 +69,20 @@ INT_BINOP(BINARY_OP_MULTIPLY_INT, _PyLong_Multiply)
         ESCAPE();                                                              \
         PyObject *res;                                                         \
         if (LIKELY(PyFloat_CheckExact(l) && PyFloat_CheckExact(r))) {          \
-            res = PyFloat_FromDouble(PyFloat_AS_DOUBLE(l) OP PyFloat_AS_DOUBLE(r)); \
+            double value = PyFloat_AS_DOUBLE(l) OP PyFloat_AS_DOUBLE(r);       \
+            stack_pointer -= 2;                                                \
+            CLOSE_EXACT(lhs, _PyFloat_ExactDealloc);                           \
+            CLOSE_EXACT(rhs, _PyFloat_ExactDealloc);                           \
+            res = PyFloat_FromDouble(value);                                   \
+            if (UNLIKELY(res == NULL)) {                                       \
+                ERROR();                                                       \
+            }                                                                  \
+            stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);              \
+            stack_pointer++;                                                   \
+            CONTINUE();                                                        \
         }                                                                      \
-        else {                                                                 \
-            ADAPTIVE_MISS();                                                   \
-            res = ((binaryfunc)OPERAND0)(l, r);                                \
-        }                                                                      \
+        ADAPTIVE_MISS();                                                       \
+        res = ((binaryfunc)OPERAND0)(l, r);                                    \
         BINARY_EPILOGUE(res);                                                  \
     }
 
@@ -158,8 +179,8 @@ EMBER_STENCIL(COMPARE_OP_INT)
         int outcome = (a < b) ? 1 : (a > b) ? 2 : 8;
         int truth = (outcome & (int)OPERAND1) != 0;
         stack_pointer -= 2;
-        CLOSE_NO_FINALISER(lhs);
-        CLOSE_NO_FINALISER(rhs);
+        CLOSE_EXACT(lhs, _PyLong_ExactDealloc);
+        CLOSE_EXACT(rhs, _PyLong_ExactDealloc);
         stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
         stack_pointer++;
         CONTINUE();
