@@ -205,6 +205,28 @@ ember_new_ref(PyObject *obj)
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* LOAD_GLOBAL's lookup of NAME in the globals, then the builtins; pushes
+ * the value, then NULL when oparg & 1. Ends the stencil. */
+#define LOAD_GLOBAL_GENERIC(NAME)                                                \
+    do {                                                                         \
+        PyObject *name_ = (NAME);                                                \
+        ESCAPE();                                                                \
+        _PyEval_LoadGlobalStackRef(frame->f_globals, frame->f_builtins, name_, stack_pointer); \
+        if (UNLIKELY(PyStackRef_IsNull(stack_pointer[0]))) {                     \
+            if (!_PyErr_Occurred(tstate)) {                                      \
+                _PyEval_FormatExcCheckArg(tstate, PyExc_NameError, "name '%.200s' is not defined", \
+                                          name_);                                \
+            }                                                                    \
+            ERROR();                                                             \
+        }                                                                        \
+        stack_pointer++;                                                         \
+        if (OPARG & 1) {                                                         \
+            stack_pointer[0] = PyStackRef_NULL;                                  \
+            stack_pointer++;                                                     \
+        }                                                                        \
+        CONTINUE();                                                              \
+    } while (0)
+
 /* Helpers that live in the ember module itself (tier1/csrc/glue.c). */
 PyObject *ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadState *tstate);
 /* Steals exc and cause; returns 1 for a bare re-raise (no new traceback). */

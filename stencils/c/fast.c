@@ -235,15 +235,18 @@ hinted_entry(PyObject *owner, uint32_t hint, PyObject *name)
 
 /* ---- LOAD_GLOBAL ----------------------------------------------------- */
 
-/* A failed guard here means the globals or builtins gained or lost a key
- * after compilation (or the code runs with other globals): compiled code
- * cannot re-specialise, so every later execution would miss too, and the
- * generic lookup would run in the hot path forever. The interpreter takes
- * the frame over at this instruction instead (its own cache re-specialises;
- * the state is exact: nothing of the instruction has happened yet). */
+/* A failed guard: the globals' or builtins' keys changed since the
+ * specialisation (a global assigned at a script's top level between calls
+ * does that), or the code runs with other globals. As in the interpreter,
+ * a miss: the generic lookup, counted by the adaptive counter, whose
+ * trigger hands the frame over for the interpreter to specialise the
+ * instruction again (ADAPTIVE_MISS). Handing over at every miss, as before,
+ * left the rest of the frame to the interpreter at every call of a
+ * function called from such a loop. */
 #define LOAD_GLOBAL_MISS()                                                     \
     do {                                                                       \
-        DEOPT_HERE();                                                          \
+        ADAPTIVE_MISS();                                                       \
+        LOAD_GLOBAL_GENERIC(PyTuple_GET_ITEM(CODE()->co_names, OPARG >> 1));   \
     } while (0)
 
 /* The value at entry `index` of a dict whose keys have version `version`
@@ -387,12 +390,18 @@ EMBER_STENCIL(STORE_ATTR_WITH_HINT)
 
 /* ---- FOR_ITER: (iter -- iter, next) ---------------------------------- */
 
+/* A specialised FOR_ITER whose guard failed: a miss, then the generic step. */
+#define FOR_ITER_GENERIC(it)                                                   \
+    do {                                                                       \
+        ADAPTIVE_MISS();                                                       \
+        FOR_ITER_STEP(it);                                                     \
+    } while (0)
+
 /* The generic step: the iterator's tp_iternext, which also does the
  * exhausted iterator's bookkeeping (releasing its sequence). Exhausted:
  * JUMP (past the END_FOR, to the POP_ITER). */
-#define FOR_ITER_GENERIC(it)                                                   \
+#define FOR_ITER_STEP(it)                                                      \
     do {                                                                       \
-        ADAPTIVE_MISS();                                               \
         ESCAPE();                                                              \
         iternextfunc iternext_ = Py_TYPE(it)->tp_iternext;                     \
         if (UNLIKELY(iternext_ == NULL)) {                                     \
@@ -458,6 +467,10 @@ EMBER_STENCIL(FOR_ITER_LIST)
             stack_pointer++;
             CONTINUE();
         }
+        /* Exhausted: the loop ends, as in the interpreter's FOR_ITER_LIST,
+         * without counting a miss (the list iterator's tp_iternext
+         * releases the sequence). */
+        FOR_ITER_STEP(it);
     }
     FOR_ITER_GENERIC(it);
 }
@@ -474,6 +487,10 @@ EMBER_STENCIL(FOR_ITER_TUPLE)
             stack_pointer++;
             CONTINUE();
         }
+        /* Exhausted: the loop ends, as in the interpreter's FOR_ITER_TUPLE,
+         * without counting a miss (the tuple iterator's tp_iternext
+         * releases the sequence). */
+        FOR_ITER_STEP(it);
     }
     FOR_ITER_GENERIC(it);
 }

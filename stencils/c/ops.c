@@ -271,21 +271,7 @@ EMBER_STENCIL(CONTAINS_OP)
 EMBER_STENCIL(LOAD_GLOBAL)
 {
     ADAPTIVE(LOAD_GLOBAL);
-    ESCAPE();
-    _PyEval_LoadGlobalStackRef(frame->f_globals, frame->f_builtins, (PyObject *)OPERAND0, stack_pointer);
-    if (UNLIKELY(PyStackRef_IsNull(stack_pointer[0]))) {
-        if (!_PyErr_Occurred(tstate)) {
-            _PyEval_FormatExcCheckArg(tstate, PyExc_NameError, "name '%.200s' is not defined",
-                                      (PyObject *)OPERAND0);
-        }
-        ERROR();
-    }
-    stack_pointer++;
-    if (OPARG & 1) {
-        stack_pointer[0] = PyStackRef_NULL;
-        stack_pointer++;
-    }
-    CONTINUE();
+    LOAD_GLOBAL_GENERIC((PyObject *)OPERAND0);
 }
 
 /* OPERAND0: the name. With oparg & 1, loads a method for CALL:

@@ -15,6 +15,17 @@ def run(source, env_extra, tmp_path):
                           cwd=tmp_path, timeout=120)
 
 
+def run_measured(source, tmp_path):
+    """Runs `source` with every function compiled at its first call. It
+    prints a result line, then the tier, hand-offs and back-edges of the
+    function under test over the part it measures; returns them."""
+    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1", "EMBER_TIER1_THRESHOLD": "0"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    result, rest = p.stdout.split("\n", 1)
+    tier, handoffs, back_edges = map(int, rest.split())
+    return result, tier, handoffs, back_edges
+
+
 def test_specialised_code_runs_without_hand_offs(tmp_path):
     # A guard that holds must not count as a miss: TO_BOOL_BOOL once ran its
     # generic path (and so the adaptive counter) on every execution, and from
@@ -148,12 +159,87 @@ def test_unspecialisable_calls_and_generators_stay_compiled(tmp_path):
         after = record()
         print(after["tier"], after["handoffs"] - before["handoffs"], after["back_edges"] - before["back_edges"])
     """
-    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1", "EMBER_TIER1_THRESHOLD": "0"}, tmp_path)
-    assert p.returncode == 0, p.stderr
-    total, rest = p.stdout.split("\n", 1)
+    total, tier, handoffs, back_edges = run_measured(source, tmp_path)
     n = 200000
     assert int(total) == (3 * n * (n - 1) // 2 + 2 * n * (n - 1) // 2) & 0xFFFFF
-    tier, handoffs, back_edges = map(int, rest.split())
     assert tier == 1 and handoffs == 0, (tier, handoffs)
     # Every iteration of the three loops ran in compiled code.
     assert back_edges >= 3 * n - 3, back_edges
+
+
+def test_inner_loops_ending_do_not_hand_off(tmp_path):
+    # An inner loop over a list or a tuple ends once per outer iteration. Its
+    # FOR_ITER_LIST/TUPLE ending is not a miss in the interpreter; counted as
+    # one, it triggered the adaptive counter every ~53 ends and the frame went
+    # to the interpreter with the rest of its (long) outer loop: nbody's
+    # advance() ran in the interpreter that way.
+    source = """
+        import ember
+
+        def nested(n, pairs, triples):
+            t = 0
+            for _ in range(n):
+                for a, b in pairs:
+                    t = (t + a * b) & 0xFFFFF
+                for x in triples:
+                    t = (t + x) & 0xFFFFF
+            return t
+
+        def record():
+            return next(f for f in ember.stats()["functions"] if f["qualname"] == "nested")
+
+        pairs = [(i, i + 1) for i in range(5)]
+        triples = (1, 2, 3)
+        before = None
+        for _ in range(3):
+            nested(10, pairs, triples)
+        before = record()
+        print(nested(20000, pairs, triples))
+        after = record()
+        print(after["tier"], after["handoffs"] - before["handoffs"], after["back_edges"] - before["back_edges"])
+    """
+    total, tier, handoffs, back_edges = run_measured(source, tmp_path)
+    t = 0
+    for _ in range(20000):
+        for i in range(5):
+            t = (t + i * (i + 1)) & 0xFFFFF
+        for x in (1, 2, 3):
+            t = (t + x) & 0xFFFFF
+    assert int(total) == t
+    assert tier == 1 and handoffs == 0, (tier, handoffs)
+    # Every iteration of the three loops ran in compiled code.
+    assert back_edges >= 20000 * (1 + 5 + 3) - 3, back_edges
+
+
+def test_global_guard_miss_at_each_call_does_not_hand_off(tmp_path):
+    # A loop at a script's top level assigns a global between calls; the
+    # interpreter's LOAD_GLOBAL_BUILTIN for `range` then misses once per
+    # call (as in plain CPython: a miss, counted, re-specialised after ~53).
+    # Compiled code handed the frame over at every such miss, so each call's
+    # whole loop ran in the interpreter. Now a miss runs the generic lookup.
+    source = """
+        import ember
+
+        def scaled(n, x):
+            t = 0.0
+            for i in range(n):
+                t += x * 1.5
+            return t
+
+        def record():
+            return next(f for f in ember.stats()["functions"] if f["qualname"] == "scaled")
+
+        for _ in range(6):
+            scaled(50, 2.0)
+        before = after = r = None
+        before = record()
+        for _ in range(10):
+            r = scaled(20000, 2.0)
+        after = record()
+        print(r == 20000 * 3.0)
+        print(after["tier"], after["handoffs"] - before["handoffs"], after["back_edges"] - before["back_edges"])
+    """
+    ok, tier, handoffs, back_edges = run_measured(source, tmp_path)
+    assert ok == "True"
+    assert tier == 1 and handoffs == 0, (tier, handoffs)
+    assert back_edges >= 10 * 20000 - 10, back_edges
