@@ -465,8 +465,9 @@ def test_load_global_other_globals():
 
 def test_load_global_miss_in_generator_and_handler():
     # A global added after compilation: the guards of every LOAD_GLOBAL_*
-    # fail from then on and the interpreter takes the frame over there, in
-    # the middle of a loop, a generator, an exception handler.
+    # fail from then on, in the middle of a loop, a generator, an exception
+    # handler; each miss runs the generic lookup, and the frame goes to the
+    # interpreter when the adaptive counter triggers.
     out = check("""
         import sys
         SCALE = 2
