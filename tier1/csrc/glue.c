@@ -540,10 +540,17 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
     int n = 0;
     uintptr_t version = _Py_atomic_load_uintptr_relaxed(&tstate->eval_breaker) & ~(uintptr_t)_PY_EVAL_EVENTS_MASK;
     PyGenObject *g = gen;
+    /* The levels of a recursive generator share their code object: looked
+     * up once (the table's probes for it may be several). */
+    PyCodeObject *last_code = NULL;
+    ember_direct_entry *d = NULL;
     while (n < EMBER_CHAIN_MAX && g->gi_frame_state == FRAME_SUSPENDED_YIELD_FROM) {
         _PyInterpreterFrame *f = &g->gi_iframe;
         PyCodeObject *code = _PyFrame_GetCode(f);
-        ember_direct_entry *d = find_direct(tstate, code);
+        if (code != last_code) {
+            d = find_direct(tstate, code);
+            last_code = code;
+        }
         if (d == NULL || d->entries == NULL || d->version != version || code->_co_instrumentation_version != version) {
             break;
         }
