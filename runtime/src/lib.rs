@@ -293,6 +293,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     tier1.set_item("respecialisations_declined", unsafe { state().totals_respecialisations_declined })?;
     tier1.set_item("back_edges", freed_back_edges + live_sum(|p| p.back_edges))?;
     tier1.set_item("delegations_passed", ember_tier1::glue::delegations_passed())?;
+    tier1.set_item("generators_made", ember_tier1::glue::generators_made())?;
     let refused = PyDict::new(py);
     if let Some(map) = &t1.refused {
         for (k, v) in map {

@@ -247,6 +247,7 @@ int ember_unwind(_PyInterpreterFrame *frame, _PyStackRef **stack_pointer, PyThre
 /* Calls base[0] with self base[1] (or NULL) and the oparg arguments after it
  * (then a kwnames tuple when has_kwnames); closes all of them. */
 PyObject *ember_call(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames);
+PyObject *ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args, int total);
 /* next(it) for FOR_ITER; a generator is resumed directly (tier1/csrc/gen.c). */
 PyObject *ember_iternext(PyThreadState *tstate, PyObject *it);
 /* Build from n stack items, which they consume, also on failure. */

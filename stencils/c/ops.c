@@ -611,13 +611,23 @@ EMBER_STENCIL(RERAISE)
  * frame is pushed on the thread's data stack, the arguments moved into it,
  * and the frame handed to Ember's evaluator (which runs it compiled or in the
  * interpreter) -- what the interpreter does inline when no PEP 523 evaluator
- * is installed. Guards as CPython's CALL_PY_EXACT_ARGS: the function version
+ * is installed (a generator function's call makes the generator without
+ * running its code where tier1/csrc/glue.c's ember_make_generator can).
+ * Guards as CPython's CALL_PY_EXACT_ARGS: the function version
  * from the inline cache (OPERAND1), the exact argument count, room on the
  * data stack, recursion headroom; otherwise the generic call. */
 static inline __attribute__((always_inline)) PyObject *
 ember_push_and_run(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base,
                    _PyStackRef func, _PyStackRef *args, int total)
 {
+    PyCodeObject *code = (PyCodeObject *)((PyFunctionObject *)BORROW(func))->func_code;
+    if (UNLIKELY(code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
+        PyObject *gen = ember_make_generator(tstate, func, args, total);
+        if (gen != NULL) {
+            frame->stackpointer = base;
+            return gen;
+        }
+    }
     _PyInterpreterFrame *callee = _PyFrame_PushUnchecked(tstate, func, total, frame);
     for (int i = 0; i < total; i++) {
         callee->localsplus[i] = args[i];

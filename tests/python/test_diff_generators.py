@@ -1468,3 +1468,150 @@ def test_yield_from_chains_are_passed_through(ember_on):
     with pytest.raises(StopIteration) as e:
         g.send("raise")
     assert e.value.value == "caught"
+
+
+# --- generator functions called from compiled code ---------------------------
+
+def test_generator_function_calls_from_compiled_code():
+    # Calls of generator, coroutine and async generator functions from a
+    # compiled loop, with arguments the caller still holds (borrowed from its
+    # locals), defaults, a bound method, a closure (cells: the usual path),
+    # and what the new objects show before they first run.
+    check("""
+        import asyncio, inspect, sys
+
+        def gen(a, b=10, *, _unused=None):
+            yield a
+            yield b
+
+        def gen2(a, b=10):
+            yield a + b
+
+        async def coro(n, k=2):
+            return n * k
+
+        async def agen(n):
+            for i in range(n):
+                yield i
+
+        class C:
+            def method(self, x):
+                yield self, x
+
+        def closure(v):
+            def inner():
+                yield v
+            return inner
+
+        def frames_of(g):
+            f = getattr(g, "gi_frame", None) or getattr(g, "cr_frame", None) or g.ag_frame
+            return (f.f_lineno, f.f_lasti, f.f_back, sorted(f.f_locals.items(), key=repr),
+                    f.f_code.co_name)
+
+        def run(n):
+            out = []
+            obj = C()
+            s = "abc" * 3
+            for i in range(n):
+                g = gen2(i)
+                out.append(inspect.getgeneratorstate(g))
+                out.append(frames_of(g))
+                out.append(list(g))
+                out.append(list(gen2(i, i)))
+                out.append(list(gen(i, s)))
+                c = coro(i)
+                out.append((inspect.getcoroutinestate(c), frames_of(c)))
+                try:
+                    c.send(None)
+                except StopIteration as e:
+                    out.append(e.value)
+                out.append(asyncio.run(coro(i, k=3)))
+                a = agen(i)
+                out.append(frames_of(a))
+                out.append(asyncio.run(collect(a)))
+                m = obj.method(s)
+                out.append((frames_of(m)[0], next(m)[1]))
+                out.append(list(closure(i)()))
+                unstarted = gen2(i)
+                unstarted.close()
+                out.append(inspect.getgeneratorstate(unstarted))
+                try:
+                    gen2(i).throw(KeyError(i))
+                except KeyError as e:
+                    out.append(("thrown", e.args))
+            return out
+
+        async def collect(a):
+            return [x async for x in a]
+
+        for _ in range(3):
+            print(run(4))
+        # Arguments that are the only reference once the caller drops them.
+        def make_many():
+            return [gen(object()) for _ in range(50)]
+        gens = make_many()
+        print(len([type(next(g)).__name__ for g in gens]), sys.getrefcount(gen))
+    """)
+
+
+def test_generator_made_at_the_recursion_limit():
+    # The interpreter raises RecursionError for a call past the limit; a
+    # generator function's call too, even though its code would only make
+    # the generator.
+    check("""
+        import sys
+
+        def gen(n):
+            yield n
+
+        def down(n):
+            try:
+                g = gen(n)
+            except RecursionError:
+                return ("limit", n > 0)
+            return down(n + 1)
+
+        sys.setrecursionlimit(200)
+        for _ in range(3):
+            print(down(0))
+    """)
+
+
+def _made(n, step=1):
+    yield n * step
+
+
+def _make_gens(k):
+    # CALL_PY_EXACT_ARGS once the interpreter has specialised the call.
+    return [_made(i, 1) for i in range(k)]
+
+
+def _make_gens_defaults(k):
+    # The generic call (the interpreter's CALL_PY_GENERAL): a default.
+    return [_made(i) for i in range(k)]
+
+
+def test_generators_made_without_running_their_code(ember_on):
+    ember = ember_on
+    _tier1(ember, _made, lambda: list(_made(0)))
+    for caller in (_make_gens, _make_gens_defaults):
+        # Run until the interpreter has specialised the call; then compiled.
+        _tier1(ember, caller, lambda: [caller(50) for _ in range(3)])
+        made = ember.stats()["global"]["tier1"]["generators_made"]
+        calls = _record(ember, _made)["calls"]
+        gens = caller(100)
+        assert [next(g) for g in gens] == list(range(100))
+        # Each counts as a call; the evaluator still sees the calls whose
+        # count is a power of two (as for any call from compiled code).
+        assert _record(ember, _made)["calls"] == calls + 100
+        made_now = ember.stats()["global"]["tier1"]["generators_made"] - made
+        expected = sum(1 for c in range(calls + 1, calls + 101) if c & (c - 1))
+        assert made_now == expected, (caller.__name__, calls, made_now)
+    # Origin tracking reads the frame stack: the usual path then.
+    sys.set_coroutine_origin_tracking_depth(1)
+    try:
+        made = ember.stats()["global"]["tier1"]["generators_made"]
+        _make_gens(10)
+        assert ember.stats()["global"]["tier1"]["generators_made"] == made
+    finally:
+        sys.set_coroutine_origin_tracking_depth(0)

@@ -15,6 +15,7 @@ extern "C" {
     fn ember_set_records(slots: *const c_void, mask: usize, shift: u32);
     fn ember_set_evaluator(evaluator: *const c_void);
     static ember_delegations_passed: u64;
+    static ember_generators_made: u64;
 }
 
 /// Levels of `yield from`/`await` that resumptions passed through without
@@ -22,6 +23,13 @@ extern "C" {
 pub fn delegations_passed() -> u64 {
     // SAFETY: a counter written with the GIL held, which callers hold.
     unsafe { core::ptr::addr_of!(ember_delegations_passed).read() }
+}
+
+/// Generators, coroutines and async generators that calls from compiled
+/// code made without running their code (csrc/glue.c, make_generator).
+pub fn generators_made() -> u64 {
+    // SAFETY: as for `delegations_passed`.
+    unsafe { core::ptr::addr_of!(ember_generators_made).read() }
 }
 
 /// The runtime's records of code objects, for calls and resumptions from
