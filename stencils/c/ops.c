@@ -612,7 +612,7 @@ EMBER_STENCIL(RERAISE)
  * and the frame handed to Ember's evaluator (which runs it compiled or in the
  * interpreter) -- what the interpreter does inline when no PEP 523 evaluator
  * is installed (a generator function's call makes the generator without
- * running its code where tier1/csrc/glue.c's ember_make_generator can).
+ * running its code where tier1/csrc/gen.c's ember_make_generator can).
  * Guards as CPython's CALL_PY_EXACT_ARGS: the function version
  * from the inline cache (OPERAND1), the exact argument count, room on the
  * data stack, recursion headroom; otherwise the generic call. */

@@ -2,6 +2,7 @@
 #include "../../stencils/c/ember_stencil.h"
 #include "pycore_genobject.h"
 #include "pycore_runtime.h"
+#include "glue.h"
 
 PyObject *ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame);
 /* glue.c: resumption through `yield from`/`await` levels; 2 when not taken. */
@@ -186,4 +187,65 @@ ember_yield_from_iter(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObjec
         Py_DECREF(iter);
     }
     return iter;
+}
+
+/* Generators, coroutines and async generators a call made without running
+ * their code (ember.stats(): tier1 generators_made). */
+uint64_t ember_generators_made = 0;
+
+/* A call from compiled code (glue.c's ember_call_py, for a function that
+ * simple_positional_call accepts; CALL_PY_EXACT_ARGS) of a generator,
+ * coroutine or async generator function whose code starts with
+ * RETURN_GENERATOR: what the call and that instruction come to (the frame
+ * pushed, then copied into a new generator and popped), with the frame
+ * initialised in the generator at once. NULL, having touched nothing,
+ * where the evaluator would not just count the call and enter compiled
+ * code (glue.c's enter_pushed decides the same way), where the interpreter
+ * would raise (RecursionError, or an error making the object), and where
+ * making a coroutine reads the frame stack (origin tracking). */
+PyObject *
+ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args, int total)
+{
+    PyFunctionObject *f = (PyFunctionObject *)PyStackRef_AsPyObjectBorrow(func);
+    PyCodeObject *code = (PyCodeObject *)f->func_code;
+    if (!(code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
+        || _PyCode_CODE(code)[0].op.code != EMBER_OP_RETURN_GENERATOR
+        || tstate->coroutine_origin_tracking_depth != 0) {
+        return NULL;
+    }
+    ember_direct_entry *d = ember_direct_lookup(tstate, code);
+    if (d == NULL || d->entry == 0 || code->_co_instrumentation_version != d->version) {
+        return NULL;
+    }
+    uint64_t calls = *d->calls + 1;
+    if ((calls & (calls - 1)) == 0 || tstate->py_recursion_remaining <= 0 || _Py_ReachedRecursionLimit(tstate)) {
+        return NULL;
+    }
+    PyGenObject *gen = (PyGenObject *)_Py_MakeCoro(f);
+    if (gen == NULL) {
+        /* The call the usual way raises it again, from the callee's frame. */
+        PyErr_Clear();
+        return NULL;
+    }
+    *d->calls = calls;
+    ember_generators_made++;
+    /* As the pushed frame would be at RETURN_GENERATOR, and what
+     * _PyFrame_Copy makes of it: owned references throughout. */
+    _PyInterpreterFrame *gf = &gen->gi_iframe;
+    int argcount = code->co_argcount;
+    _PyFrame_Initialize(tstate, gf, PyStackRef_MakeHeapSafe(func), NULL, code, argcount, NULL);
+    for (int i = 0; i < total; i++) {
+        gf->localsplus[i] = PyStackRef_MakeHeapSafe(args[i]);
+    }
+    if (argcount > total) {
+        PyObject *defaults = f->func_defaults;
+        Py_ssize_t ndefaults = PyTuple_GET_SIZE(defaults);
+        for (int i = total; i < argcount; i++) {
+            gf->localsplus[i] = PyStackRef_FromPyObjectNew(PyTuple_GET_ITEM(defaults, ndefaults - argcount + i));
+        }
+    }
+    gf->instr_ptr++;
+    gf->owner = FRAME_OWNED_BY_GENERATOR;
+    gen->gi_frame_state = FRAME_CREATED;
+    return (PyObject *)gen;
 }

@@ -3,6 +3,7 @@
  * Compiled into the ember module with clang (preserve_none), against
  * CPython 3.14's headers. Stencils reach these through Symbol holes. */
 #include "../../stencils/c/ember_stencil.h"
+#include "glue.h"
 #include "pycore_genobject.h"
 
 /* The interpreter's bookkeeping on entering a frame: one level deeper, and
@@ -336,21 +337,6 @@ push_simple(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef func,
     return callee;
 }
 
-/* What calls and resumptions need of the runtime's record of a code object
- * (its C prefix: runtime/src/records.rs, DirectEntry). `entry`: the compiled
- * entry at the first instruction when the evaluator would run a call there
- * without a decision, else 0. `entries`: the entry table when the evaluator
- * would enter compiled code at all, else NULL. Both valid for the
- * instrumentation version `version`. */
-typedef struct {
-    uint64_t entry;
-    uint64_t version;
-    uint64_t *calls;
-    const uint64_t *entries;
-    uint64_t n_entries;
-    uint64_t *resumes;
-} ember_direct_entry;
-
 /* The runtime's table of records by code object (profiler/src/ptrmap.rs,
  * RawMap), republished after every insertion; and the evaluator that runs
  * them. NULL: everything goes through the installed evaluator. */
@@ -395,6 +381,12 @@ find_direct(PyThreadState *tstate, PyCodeObject *code)
         }
         i = (i + 1) & records.mask;
     }
+}
+
+ember_direct_entry *
+ember_direct_lookup(PyThreadState *tstate, PyCodeObject *code)
+{
+    return find_direct(tstate, code);
 }
 
 /* Run a frame just pushed for a call: what _PyEval_EvalFrame would do, but
@@ -665,65 +657,6 @@ call_class(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base,
     return 1;
 }
 
-/* Generators, coroutines and async generators a call made without running
- * their code (ember.stats(): tier1 generators_made). */
-uint64_t ember_generators_made = 0;
-
-/* A call of a generator, coroutine or async generator function, checked by
- * simple_positional_call (or CALL_PY_EXACT_ARGS's guards), whose code starts with RETURN_GENERATOR: what the
- * call and that instruction come to (the frame pushed, then copied into a
- * new generator and popped), with the frame initialised in the generator
- * at once. NULL, having touched nothing, where the evaluator would not just
- * count the call and enter compiled code (see enter_pushed), where the
- * interpreter would raise (RecursionError, or an error making the object),
- * and where making a coroutine reads the frame stack (origin tracking). */
-PyObject *
-ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args, int total)
-{
-    PyFunctionObject *f = (PyFunctionObject *)PyStackRef_AsPyObjectBorrow(func);
-    PyCodeObject *code = (PyCodeObject *)f->func_code;
-    if (!(code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
-        || _PyCode_CODE(code)[0].op.code != EMBER_OP_RETURN_GENERATOR
-        || tstate->coroutine_origin_tracking_depth != 0) {
-        return NULL;
-    }
-    ember_direct_entry *d = find_direct(tstate, code);
-    if (d == NULL || d->entry == 0 || code->_co_instrumentation_version != d->version) {
-        return NULL;
-    }
-    uint64_t calls = *d->calls + 1;
-    if ((calls & (calls - 1)) == 0 || tstate->py_recursion_remaining <= 0 || _Py_ReachedRecursionLimit(tstate)) {
-        return NULL;
-    }
-    PyGenObject *gen = (PyGenObject *)_Py_MakeCoro(f);
-    if (gen == NULL) {
-        /* The call the usual way raises it again, from the callee's frame. */
-        PyErr_Clear();
-        return NULL;
-    }
-    *d->calls = calls;
-    ember_generators_made++;
-    /* As the pushed frame would be at RETURN_GENERATOR, and what
-     * _PyFrame_Copy makes of it: owned references throughout. */
-    _PyInterpreterFrame *gf = &gen->gi_iframe;
-    int argcount = code->co_argcount;
-    _PyFrame_Initialize(tstate, gf, PyStackRef_MakeHeapSafe(func), NULL, code, argcount, NULL);
-    for (int i = 0; i < total; i++) {
-        gf->localsplus[i] = PyStackRef_MakeHeapSafe(args[i]);
-    }
-    if (argcount > total) {
-        PyObject *defaults = f->func_defaults;
-        Py_ssize_t ndefaults = PyTuple_GET_SIZE(defaults);
-        for (int i = total; i < argcount; i++) {
-            gf->localsplus[i] = PyStackRef_FromPyObjectNew(PyTuple_GET_ITEM(defaults, ndefaults - argcount + i));
-        }
-    }
-    gf->instr_ptr++;
-    gf->owner = FRAME_OWNED_BY_GENERATOR;
-    gen->gi_frame_state = FRAME_CREATED;
-    return (PyObject *)gen;
-}
-
 /* A call of a plain Python function (or of a bound method of one), run as
  * the interpreter runs CALL_PY_GENERAL, CALL_BOUND_METHOD_GENERAL and
  * CALL_KW_PY: the callee's frame is pushed and initialised straight from the
@@ -765,12 +698,17 @@ ember_call_py(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *ba
          * initialize_locals would do comes down to moving them, and the
          * defaults of the parameters they leave out. */
         frame->stackpointer = base;
-        PyObject *gen = NULL;
+        /* Returns early rather than joining the push below: joined, clang
+         * stopped inlining CPython's frame push here (a call per call). */
         if (UNLIKELY(((PyCodeObject *)PyFunction_GET_CODE(callable))->co_flags
                      & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
-            gen = ember_make_generator(tstate, base[0], args, total);
+            PyObject *gen = ember_make_generator(tstate, base[0], args, total);
+            if (gen != NULL) {
+                *res = gen;
+                return 1;
+            }
         }
-        *res = gen != NULL ? gen : enter_pushed(tstate, push_simple(tstate, frame, base[0], args, total));
+        *res = enter_pushed(tstate, push_simple(tstate, frame, base[0], args, total));
         return 1;
     }
     PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(callable);
