@@ -208,9 +208,8 @@ ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args,
 {
     PyFunctionObject *f = (PyFunctionObject *)PyStackRef_AsPyObjectBorrow(func);
     PyCodeObject *code = (PyCodeObject *)f->func_code;
-    if (!(code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
-        || _PyCode_CODE(code)[0].op.code != EMBER_OP_RETURN_GENERATOR
-        || tstate->coroutine_origin_tracking_depth != 0) {
+    /* The callers have checked co_flags (a generator-like function). */
+    if (_PyCode_CODE(code)[0].op.code != EMBER_OP_RETURN_GENERATOR || tstate->coroutine_origin_tracking_depth != 0) {
         return NULL;
     }
     ember_direct_entry *d = ember_direct_lookup(tstate, code);

@@ -26,7 +26,7 @@ pub fn delegations_passed() -> u64 {
 }
 
 /// Generators, coroutines and async generators that calls from compiled
-/// code made without running their code (csrc/glue.c, make_generator).
+/// code made without running their code (csrc/gen.c, ember_make_generator).
 pub fn generators_made() -> u64 {
     // SAFETY: as for `delegations_passed`.
     unsafe { core::ptr::addr_of!(ember_generators_made).read() }
