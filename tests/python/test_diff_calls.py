@@ -73,6 +73,45 @@ def test_defaults_replaced_and_function_code_swapped():
     """, expect_seen={"f", "h"})
 
 
+def test_every_argument_count_moved_into_the_frame():
+    # The direct push moves up to 4 arguments one by one and more in a
+    # loop: each count, as a function, a method (self counts as one), a
+    # class's __init__, and with defaults filling the rest.
+    check("""
+        def f0(): return ()
+        def f1(a): return (a,)
+        def f2(a, b): return (a, b)
+        def f3(a, b, c): return (a, b, c)
+        def f4(a, b, c, d): return (a, b, c, d)
+        def f5(a, b, c, d, e): return (a, b, c, d, e)
+        def f7(a, b, c, d, e, f, g): return (a, b, c, d, e, f, g)
+        def dflt(a, b, c, d=40, e=50, f=60, g=70): return (a, b, c, d, e, f, g)
+
+        class M:
+            def __init__(self, *no): self.v = no
+            def m0(self): return (self.v,)
+            def m3(self, a, b, c): return (self.v, a, b, c)
+            def m4(self, a, b, c, d): return (self.v, a, b, c, d)
+            def m6(self, a, b, c, d, e, f=-1): return (self.v, a, b, c, d, e, f)
+
+        class I4:
+            def __init__(self, a, b, c): self.t = (a, b, c)
+
+        class I5:
+            def __init__(self, a, b, c, d, e=5): self.t = (a, b, c, d, e)
+
+        m = M()
+        for i in range(30):
+            x = str(i)
+            out = [f0(), f1(i), f2(i, x), f3(i, x, i), f4(x, i, x, i), f5(i, i, x, x, i),
+                   f7(1, 2, 3, 4, 5, 6, i), dflt(i, x, i), dflt(i, x, i, x), dflt(1, 2, 3, 4, 5, 6, x),
+                   m.m0(), m.m3(i, x, i), m.m4(x, x, i, i), m.m6(1, 2, 3, 4, x), m.m6(1, 2, 3, 4, 5, x),
+                   I4(i, x, i).t, I5(x, i, x, i).t, I5(1, 2, 3, 4, x).t]
+            if i % 7 == 0:
+                print(out)
+    """, expect_seen={"f0", "f4", "f5", "f7", "dflt", "M.m3", "M.m4", "M.m6", "I4.__init__", "I5.__init__"})
+
+
 def test_tracebacks_and_recursion_through_calls():
     check("""
         import sys, traceback

@@ -194,7 +194,7 @@ ember_yield_from_iter(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObjec
 uint64_t ember_generators_made = 0;
 
 /* A call from compiled code (glue.c's ember_call_py, for a function that
- * simple_positional_call accepts; CALL_PY_EXACT_ARGS) of a generator,
+ * simple_positional_shape accepts; CALL_PY_EXACT_ARGS) of a generator,
  * coroutine or async generator function whose code starts with
  * RETURN_GENERATOR: what the call and that instruction come to (the frame
  * pushed, then copied into a new generator and popped), with the frame

@@ -298,23 +298,57 @@ ember_glue_init(void)
     return 0;
 }
 
-/* The plain Python function `f` can be entered with `total` positional
- * arguments by moving them into its frame (and its defaults after them). */
-static inline int
-simple_positional_call(PyThreadState *tstate, PyObject *f, int total)
+/* A Python function whose vectorcall is CPython's own (not replaced through
+ * PyFunction_SetVectorcall): a call may push its frame directly. */
+static inline __attribute__((always_inline)) int
+plain_function(PyObject *f)
 {
-    if (Py_TYPE(f) != &PyFunction_Type || ((PyFunctionObject *)f)->vectorcall != ember_function_vectorcall) {
-        return 0;
-    }
-    PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(f);
-    PyObject *defaults = ((PyFunctionObject *)f)->func_defaults;
+    return Py_TYPE(f) == &PyFunction_Type && ((PyFunctionObject *)f)->vectorcall == ember_function_vectorcall;
+}
+
+/* The plain function `f` can be entered with `total` positional arguments
+ * by moving them into its frame (and its defaults after them). */
+static inline __attribute__((always_inline)) int
+simple_positional_shape(PyThreadState *tstate, PyFunctionObject *f, int total)
+{
+    PyCodeObject *code = (PyCodeObject *)f->func_code;
+    PyObject *defaults = f->func_defaults;
+    int argcount = code->co_argcount;
     return (code->co_flags & (CO_VARARGS | CO_VARKEYWORDS | CO_OPTIMIZED)) == CO_OPTIMIZED
-        && code->co_kwonlyargcount == 0 && total <= code->co_argcount
-        && code->co_argcount - total <= (defaults == NULL ? 0 : PyTuple_GET_SIZE(defaults))
+        && code->co_kwonlyargcount == 0 && total <= argcount
+        && (total == argcount || (defaults != NULL && argcount - total <= PyTuple_GET_SIZE(defaults)))
         && _PyThreadState_HasStackSpace(tstate, code->co_framesize);
 }
 
-/* Push the frame of `func` (stolen), checked by simple_positional_call,
+/* Move `n` arguments into a callee's locals. Most calls pass few: copied
+ * one by one, without the generic loop's set-up (clang vectorises and
+ * unrolls it: about 15 instructions before the first argument moves). */
+static inline __attribute__((always_inline)) void
+move_args(_PyStackRef *to, const _PyStackRef *from, int n)
+{
+    switch (n) {
+    case 4:
+        to[3] = from[3];
+        /* fall through */
+    case 3:
+        to[2] = from[2];
+        /* fall through */
+    case 2:
+        to[1] = from[1];
+        /* fall through */
+    case 1:
+        to[0] = from[0];
+        /* fall through */
+    case 0:
+        return;
+    default:
+        for (int i = 0; i < n; i++) {
+            to[i] = from[i];
+        }
+    }
+}
+
+/* Push the frame of `func` (stolen), checked by simple_positional_shape,
  * moving the `total` arguments at `args` into it. */
 static inline __attribute__((always_inline)) _PyInterpreterFrame *
 push_simple(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef func, _PyStackRef *args, int total)
@@ -322,9 +356,7 @@ push_simple(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef func,
     PyFunctionObject *f = (PyFunctionObject *)PyStackRef_AsPyObjectBorrow(func);
     int argcount = ((PyCodeObject *)f->func_code)->co_argcount;
     _PyInterpreterFrame *callee = _PyFrame_PushUnchecked(tstate, func, argcount, frame);
-    for (int i = 0; i < total; i++) {
-        callee->localsplus[i] = args[i];
-    }
+    move_args(callee->localsplus, args, total);
     int missing = argcount - total;
     if (missing > 0) {
         PyObject *defaults = f->func_defaults;
@@ -366,7 +398,10 @@ ember_set_evaluator(_PyFrameEvalFunction evaluator)
 static inline __attribute__((always_inline)) ember_direct_entry *
 find_direct(PyThreadState *tstate, PyCodeObject *code)
 {
-    if (tstate->interp->eval_frame != ember_evaluator || records.slots == NULL) {
+    if (tstate->interp->eval_frame != ember_evaluator) {
+        return NULL;
+    }
+    if (records.slots == NULL) {
         return NULL;
     }
     uintptr_t key = (uintptr_t)code;
@@ -616,7 +651,7 @@ call_class(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base,
         return 0;
     }
     PyObject *init = _PyType_Lookup(tp, &_Py_ID(__init__));
-    if (init == NULL || !simple_positional_call(tstate, init, oparg + 1)) {
+    if (init == NULL || !plain_function(init) || !simple_positional_shape(tstate, (PyFunctionObject *)init, oparg + 1)) {
         return 0;
     }
     /* Held across the allocation, which may run a collection. */
@@ -671,9 +706,16 @@ ember_call_py(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *ba
               PyObject **res)
 {
     PyObject *callable = PyStackRef_AsPyObjectBorrow(base[0]);
-    if (Py_TYPE(callable) == &PyMethod_Type && PyStackRef_IsNull(base[1])) {
+    PyTypeObject *type = Py_TYPE(callable);
+    /* A function first: the common case, one test. */
+    if (LIKELY(type == &PyFunction_Type)) {
+        if (!plain_function(callable)) {
+            return 0;
+        }
+    }
+    else if (type == &PyMethod_Type && PyStackRef_IsNull(base[1])) {
         PyObject *func = ((PyMethodObject *)callable)->im_func;
-        if (Py_TYPE(func) != &PyFunction_Type || ((PyFunctionObject *)func)->vectorcall != ember_function_vectorcall) {
+        if (!plain_function(func)) {
             return 0;
         }
         /* (method, NULL) -> (function, self), as the interpreter's CALL does. */
@@ -684,16 +726,16 @@ ember_call_py(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *ba
         PyStackRef_CLOSE(method);
         callable = func;
     }
-    else if (Py_TYPE(callable) == &PyType_Type) {
+    else if (type == &PyType_Type) {
         return !has_kwnames && PyStackRef_IsNull(base[1]) && call_class(tstate, frame, base, oparg, res);
     }
-    else if (Py_TYPE(callable) != &PyFunction_Type || ((PyFunctionObject *)callable)->vectorcall != ember_function_vectorcall) {
+    else {
         return 0;
     }
     int has_self = !PyStackRef_IsNull(base[1]);
     _PyStackRef *args = base + 2 - has_self;
     int total = oparg + has_self;
-    if (!has_kwnames && simple_positional_call(tstate, callable, total)) {
+    if (!has_kwnames && simple_positional_shape(tstate, (PyFunctionObject *)callable, total)) {
         /* Positional arguments only, for positional parameters only: what
          * initialize_locals would do comes down to moving them, and the
          * defaults of the parameters they leave out. */
@@ -725,13 +767,11 @@ ember_call_py(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *ba
     return 1;
 }
 
-PyObject *
-ember_call(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames)
+/* Any other callable: through vectorcall, with the arguments as an array.
+ * Out of line: its array would make every call's stack frame bigger. */
+static __attribute__((noinline)) PyObject *
+call_vectorcall(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames)
 {
-    PyObject *py_res;
-    if (ember_call_py(tstate, frame, base, oparg, has_kwnames, &py_res)) {
-        return py_res;
-    }
     PyObject *callable = PyStackRef_AsPyObjectBorrow(base[0]);
     int has_self = !PyStackRef_IsNull(base[1]);
     _PyStackRef *args = base + 2 - has_self;
@@ -762,6 +802,16 @@ close:
         PyStackRef_XCLOSE(*p);
     }
     return res;
+}
+
+PyObject *
+ember_call(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames)
+{
+    PyObject *py_res;
+    if (ember_call_py(tstate, frame, base, oparg, has_kwnames, &py_res)) {
+        return py_res;
+    }
+    return call_vectorcall(frame, base, oparg, has_kwnames);
 }
 
 PyObject *
