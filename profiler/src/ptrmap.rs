@@ -206,8 +206,8 @@ mod tests {
     use super::PtrMap;
     use std::collections::HashMap;
 
-    /// The probe C code does over `raw()` (tier1/csrc/glue.c) finds what
-    /// `get` finds.
+    /// The probe C code does over `raw()` (tier1/csrc/glue.h,
+    /// ember_find_direct) finds what `get` finds.
     #[test]
     fn raw_view_probes_like_get() {
         let mut m = PtrMap::new(0usize);

@@ -4,7 +4,6 @@
 #include "pycore_runtime.h"
 #include "glue.h"
 
-PyObject *ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame);
 /* glue.c: resumption through `yield from`/`await` levels; 2 when not taken. */
 int ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, PyObject **presult);
 
@@ -200,7 +199,7 @@ uint64_t ember_generators_made = 0;
  * pushed, then copied into a new generator and popped), with the frame
  * initialised in the generator at once. NULL, having touched nothing,
  * where the evaluator would not just count the call and enter compiled
- * code (glue.c's enter_pushed decides the same way), where the interpreter
+ * code (glue.h's ember_direct_call, as for any call), where the interpreter
  * would raise (RecursionError, or an error making the object), and where
  * making a coroutine reads the frame stack (origin tracking). */
 PyObject *
@@ -212,12 +211,8 @@ ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args,
     if (_PyCode_CODE(code)[0].op.code != EMBER_OP_RETURN_GENERATOR || tstate->coroutine_origin_tracking_depth != 0) {
         return NULL;
     }
-    ember_direct_entry *d = ember_direct_lookup(tstate, code);
-    if (d == NULL || d->entry == 0 || code->_co_instrumentation_version != d->version) {
-        return NULL;
-    }
-    uint64_t calls = *d->calls + 1;
-    if ((calls & (calls - 1)) == 0 || tstate->py_recursion_remaining <= 0 || _Py_ReachedRecursionLimit(tstate)) {
+    ember_direct_entry *d = ember_direct_call(tstate, code);
+    if (d == NULL || !ember_recursion_headroom(tstate)) {
         return NULL;
     }
     PyGenObject *gen = (PyGenObject *)_Py_MakeCoro(f);
@@ -226,7 +221,7 @@ ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args,
         PyErr_Clear();
         return NULL;
     }
-    *d->calls = calls;
+    ++*d->calls;
     ember_generators_made++;
     /* As the pushed frame would be at RETURN_GENERATOR, and what
      * _PyFrame_Copy makes of it: owned references throughout. */

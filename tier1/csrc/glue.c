@@ -6,41 +6,10 @@
 #include "glue.h"
 #include "pycore_genobject.h"
 
-/* The interpreter's bookkeeping on entering a frame: one level deeper, and
- * the frame made current. */
-static inline __attribute__((always_inline)) void
-make_current(PyThreadState *tstate, _PyInterpreterFrame *frame)
-{
-    tstate->py_recursion_remaining--;
-    frame->previous = tstate->current_frame;
-    tstate->current_frame = frame;
-}
-
-/* Run `frame` in compiled code starting at `entry` (the stencil for the
- * instruction at frame->instr_ptr). The same bookkeeping as the interpreter's
- * entry: recursion depth, and the frame made current. */
-static inline __attribute__((always_inline)) PyObject *
-run_compiled(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
-{
-    if (tstate->py_recursion_remaining <= 0 || _Py_ReachedRecursionLimit(tstate)) {
-        /* Let the interpreter raise RecursionError exactly as it would. */
-        return _PyEval_EvalFrameDefault(tstate, frame, 0);
-    }
-    make_current(tstate, frame);
-    /* The frame may hold the only reference to its code object (a function
-     * rebound while it runs, whose frame owns the function): clearing the
-     * frame at its return would free the code object, and with it the
-     * compiled code still running that return. */
-    PyObject *code = Py_NewRef((PyObject *)_PyFrame_GetCode(frame));
-    PyObject *res = entry(frame, frame->stackpointer, tstate);
-    Py_DECREF(code);
-    return res;
-}
-
 PyObject *
 ember_run(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
 {
-    return run_compiled(tstate, frame, entry);
+    return ember_run_compiled(tstate, frame, entry);
 }
 
 /* Told of every hand-off, with the frame's code object (set by the
@@ -369,22 +338,16 @@ push_simple(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef func,
     return callee;
 }
 
-/* The runtime's table of records by code object (profiler/src/ptrmap.rs,
- * RawMap), republished after every insertion; and the evaluator that runs
- * them. NULL: everything goes through the installed evaluator. */
-static struct {
-    const struct { uintptr_t key; ember_direct_entry *value; } *slots;
-    uintptr_t mask;
-    uint32_t shift;
-} records;
-static _PyFrameEvalFunction ember_evaluator = NULL;
+/* The records and the evaluator, as glue.h describes them. */
+struct ember_records ember_records;
+_PyFrameEvalFunction ember_evaluator = NULL;
 
 void
 ember_set_records(const void *slots, uintptr_t mask, uint32_t shift)
 {
-    records.slots = slots;
-    records.mask = mask;
-    records.shift = shift;
+    ember_records.slots = slots;
+    ember_records.mask = mask;
+    ember_records.shift = shift;
 }
 
 void
@@ -393,74 +356,18 @@ ember_set_evaluator(_PyFrameEvalFunction evaluator)
     ember_evaluator = evaluator;
 }
 
-/* The record of `code` while Ember's evaluator is the installed one, else
- * NULL. */
-static inline __attribute__((always_inline)) ember_direct_entry *
-find_direct(PyThreadState *tstate, PyCodeObject *code)
-{
-    if (tstate->interp->eval_frame != ember_evaluator) {
-        return NULL;
-    }
-    if (records.slots == NULL) {
-        return NULL;
-    }
-    uintptr_t key = (uintptr_t)code;
-    uintptr_t i = (uintptr_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> records.shift);
-    for (;;) {
-        uintptr_t k = records.slots[i].key;
-        if (k == key) {
-            return records.slots[i].value;
-        }
-        if (k == 0) {
-            return NULL;
-        }
-        i = (i + 1) & records.mask;
-    }
-}
-
-ember_direct_entry *
-ember_direct_lookup(PyThreadState *tstate, PyCodeObject *code)
-{
-    return find_direct(tstate, code);
-}
-
 /* Run a frame just pushed for a call: what _PyEval_EvalFrame would do, but
- * when Ember's evaluator would only count the call and enter the callee's
- * compiled code, do that here, without the evaluator's own lookup and
- * checks (its common path, runtime/src/hook.rs, decides the same way: a
- * call count that is a power of two, stale instrumentation, a pending
- * decision -- entry 0 -- all go to the evaluator). */
+ * entering the callee's compiled code directly where Ember's evaluator
+ * would do only that (glue.h, ember_direct_call). */
 static inline __attribute__((always_inline)) PyObject *
 enter_pushed(PyThreadState *tstate, _PyInterpreterFrame *callee)
 {
-    PyCodeObject *code = _PyFrame_GetCode(callee);
-    ember_direct_entry *d = find_direct(tstate, code);
-    if (d != NULL && d->entry != 0) {
-        uint64_t calls = *d->calls + 1;
-        if ((calls & (calls - 1)) != 0 && code->_co_instrumentation_version == d->version) {
-            *d->calls = calls;
-            return run_compiled(tstate, callee, (ember_cont)d->entry);
-        }
+    ember_direct_entry *d = ember_direct_call(tstate, _PyFrame_GetCode(callee));
+    if (d != NULL) {
+        ++*d->calls;
+        return ember_run_compiled(tstate, callee, (ember_cont)d->entry);
     }
     return _PyEval_EvalFrame(tstate, callee, 0);
-}
-
-/* The same for a suspended generator's or coroutine's frame being resumed
- * (instr_ptr past its start): counted and entered where its compiled code
- * has an entry, as the evaluator would. */
-PyObject *
-ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame)
-{
-    PyCodeObject *code = _PyFrame_GetCode(frame);
-    ember_direct_entry *d = find_direct(tstate, code);
-    if (d != NULL && d->entries != NULL && code->_co_instrumentation_version == d->version) {
-        uint64_t index = (uint64_t)(frame->instr_ptr - _PyCode_CODE(code));
-        if (index != 0 && index < d->n_entries && d->entries[index] != 0) {
-            ++*d->resumes;
-            return run_compiled(tstate, frame, (ember_cont)d->entries[index]);
-        }
-    }
-    return _PyEval_EvalFrame(tstate, frame, 0);
 }
 
 /* --- Resuming through `yield from` / `await` ------------------------------
@@ -539,7 +446,7 @@ continue_after_send(PyThreadState *tstate, PyGenObject *gen, const uint64_t *ent
         }
         entry = (ember_cont)entries[handler];
     }
-    /* As run_compiled: the code object outlives its compiled code's run. */
+    /* As ember_run_compiled: the code object outlives its compiled code's run. */
     PyObject *code = Py_NewRef((PyObject *)_PyFrame_GetCode(frame));
     PyObject *res = entry(frame, sp, tstate);
     Py_DECREF(code);
@@ -575,7 +482,7 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
         _PyInterpreterFrame *f = &g->gi_iframe;
         PyCodeObject *code = _PyFrame_GetCode(f);
         if (code != last_code) {
-            d = find_direct(tstate, code);
+            d = ember_find_direct(tstate, code);
             last_code = code;
         }
         if (d == NULL || d->entries == NULL || d->version != version || code->_co_instrumentation_version != version) {
@@ -597,12 +504,12 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
         if (tstate->py_recursion_remaining <= 0 || _Py_ReachedRecursionLimit(tstate)) {
             break;
         }
-        /* Resumed (ember_gen_resume, run_compiled) and run up to its SEND. */
+        /* Resumed (ember_gen_resume, ember_run_compiled) and run up to its SEND. */
         g->gi_exc_state.previous_item = tstate->exc_info;
         tstate->exc_info = &g->gi_exc_state;
         g->gi_frame_state = FRAME_EXECUTING;
         ++*d->resumes;
-        make_current(tstate, f);
+        ember_make_current(tstate, f);
         f->instr_ptr = send;
         level[n].gen = g;
         level[n].entries = d->entries;
@@ -642,6 +549,29 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
  * then __init__ through slot_tp_init, whose result must be None), with
  * __init__'s frame pushed from the caller's stack as for any Python call.
  * The interpreter's CALL_ALLOC_AND_ENTER_INIT does the same inline. */
+/* call_class's rare paths, out of line: the function stays small enough
+ * for clang to inline CPython's frame push into it. */
+static __attribute__((noinline, cold)) PyObject *
+class_alloc_failed(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, PyObject *init)
+{
+    Py_DECREF(init);
+    for (_PyStackRef *p = base + 2 + oparg; p > base;) {
+        p--;
+        frame->stackpointer = p;
+        PyStackRef_XCLOSE(*p);
+    }
+    return NULL;
+}
+
+static __attribute__((noinline, cold)) PyObject *
+init_returned_not_none(PyObject *r, PyObject *self)
+{
+    PyErr_Format(PyExc_TypeError, "__init__() should return None, not '%.200s'", Py_TYPE(r)->tp_name);
+    Py_DECREF(r);
+    Py_DECREF(self);
+    return NULL;
+}
+
 static int
 call_class(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg, PyObject **res)
 {
@@ -658,13 +588,7 @@ call_class(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base,
     Py_INCREF(init);
     PyObject *self = tp->tp_alloc(tp, 0);
     if (self == NULL) {
-        Py_DECREF(init);
-        for (_PyStackRef *p = base + 2 + oparg; p > base;) {
-            p--;
-            frame->stackpointer = p;
-            PyStackRef_XCLOSE(*p);
-        }
-        *res = NULL;
+        *res = class_alloc_failed(frame, base, oparg, init);
         return 1;
     }
     /* (class, NULL, args) -> (__init__, self, args); the class lives on in
@@ -682,10 +606,7 @@ call_class(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base,
         return 1;
     }
     if (r != Py_None) {
-        PyErr_Format(PyExc_TypeError, "__init__() should return None, not '%.200s'", Py_TYPE(r)->tp_name);
-        Py_DECREF(r);
-        Py_DECREF(self);
-        *res = NULL;
+        *res = init_returned_not_none(r, self);
         return 1;
     }
     *res = self;

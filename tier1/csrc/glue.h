@@ -18,8 +18,115 @@ typedef struct {
     uint64_t *resumes;
 } ember_direct_entry;
 
+/* The runtime's table of records by code object (profiler/src/ptrmap.rs,
+ * RawMap), republished after every insertion (ember_set_records); and the
+ * evaluator that runs them. NULL: everything goes through the installed
+ * evaluator. Defined in glue.c; inline here for the hot paths of gen.c too. */
+struct ember_records {
+    const struct { uintptr_t key; ember_direct_entry *value; } *slots;
+    uintptr_t mask;
+    uint32_t shift;
+};
+extern struct ember_records ember_records;
+extern _PyFrameEvalFunction ember_evaluator;
+
 /* The record of `code` while Ember's evaluator is the installed one, else
- * NULL (glue.c's find_direct, out of line). */
-ember_direct_entry *ember_direct_lookup(PyThreadState *tstate, PyCodeObject *code);
+ * NULL. */
+static inline __attribute__((always_inline)) ember_direct_entry *
+ember_find_direct(PyThreadState *tstate, PyCodeObject *code)
+{
+    if (tstate->interp->eval_frame != ember_evaluator) {
+        return NULL;
+    }
+    if (ember_records.slots == NULL) {
+        return NULL;
+    }
+    uintptr_t key = (uintptr_t)code;
+    uintptr_t i = (uintptr_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> ember_records.shift);
+    for (;;) {
+        uintptr_t k = ember_records.slots[i].key;
+        if (k == key) {
+            return ember_records.slots[i].value;
+        }
+        if (k == 0) {
+            return NULL;
+        }
+        i = (i + 1) & ember_records.mask;
+    }
+}
+
+/* The record of `code`, called at its first instruction, when Ember's
+ * evaluator would only count the call and enter its compiled code (its
+ * common path, runtime/src/hook.rs, decides the same way: a call count
+ * that would become a power of two, stale instrumentation, a pending
+ * decision -- entry 0 -- all go to the evaluator); else NULL. The caller
+ * that enters counts the call (++*d->calls). */
+static inline __attribute__((always_inline)) ember_direct_entry *
+ember_direct_call(PyThreadState *tstate, PyCodeObject *code)
+{
+    ember_direct_entry *d = ember_find_direct(tstate, code);
+    if (d == NULL || d->entry == 0 || code->_co_instrumentation_version != d->version) {
+        return NULL;
+    }
+    uint64_t calls = *d->calls + 1;
+    return (calls & (calls - 1)) != 0 ? d : NULL;
+}
+
+/* Whether a frame may be entered one level deeper without the interpreter
+ * raising RecursionError (Python depth and C stack). */
+static inline __attribute__((always_inline)) int
+ember_recursion_headroom(PyThreadState *tstate)
+{
+    return tstate->py_recursion_remaining > 0 && !_Py_ReachedRecursionLimit(tstate);
+}
+
+/* The interpreter's bookkeeping on entering a frame: one level deeper, and
+ * the frame made current. */
+static inline __attribute__((always_inline)) void
+ember_make_current(PyThreadState *tstate, _PyInterpreterFrame *frame)
+{
+    tstate->py_recursion_remaining--;
+    frame->previous = tstate->current_frame;
+    tstate->current_frame = frame;
+}
+
+/* Run `frame` in compiled code starting at `entry` (the stencil for the
+ * instruction at frame->instr_ptr). The same bookkeeping as the interpreter's
+ * entry: recursion depth, and the frame made current. */
+static inline __attribute__((always_inline)) PyObject *
+ember_run_compiled(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
+{
+    if (!ember_recursion_headroom(tstate)) {
+        /* Let the interpreter raise RecursionError exactly as it would. */
+        return _PyEval_EvalFrameDefault(tstate, frame, 0);
+    }
+    ember_make_current(tstate, frame);
+    /* The frame may hold the only reference to its code object (a function
+     * rebound while it runs, whose frame owns the function): clearing the
+     * frame at its return would free the code object, and with it the
+     * compiled code still running that return. */
+    PyObject *code = Py_NewRef((PyObject *)_PyFrame_GetCode(frame));
+    PyObject *res = entry(frame, frame->stackpointer, tstate);
+    Py_DECREF(code);
+    return res;
+}
+
+/* A suspended generator's or coroutine's frame being resumed (instr_ptr
+ * past its start): counted and entered where its compiled code has an
+ * entry, as the evaluator would; else run by the evaluator. */
+static inline __attribute__((always_inline)) PyObject *
+ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame)
+{
+    PyCodeObject *code = _PyFrame_GetCode(frame);
+    ember_direct_entry *d = ember_find_direct(tstate, code);
+    if (d != NULL && d->entries != NULL && code->_co_instrumentation_version == d->version) {
+        uint64_t index = (uint64_t)(frame->instr_ptr - _PyCode_CODE(code));
+        if (index != 0 && index < d->n_entries && d->entries[index] != 0) {
+            ++*d->resumes;
+            return ember_run_compiled(tstate, frame, (ember_cont)d->entries[index]);
+        }
+    }
+    return _PyEval_EvalFrame(tstate, frame, 0);
+}
 
 #endif

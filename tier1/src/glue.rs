@@ -36,7 +36,7 @@ pub fn generators_made() -> u64 {
 /// compiled code to enter compiled code without the evaluator: a table
 /// probed as `ember_profiler::RawMap` describes, whose values point to a
 /// record starting with the runtime's `#[repr(C)]` `DirectEntry` (mirrored
-/// by `ember_direct_entry` in csrc/glue.c). Publish it again after every
+/// by `ember_direct_entry` in csrc/glue.h). Publish it again after every
 /// change that may move the table.
 ///
 /// # Safety
