@@ -38,7 +38,7 @@ ember_return_generator(_PyInterpreterFrame *frame, PyThreadState *tstate)
  * finished, or just started and sent a value): the caller then goes the
  * general way, which raises or returns as CPython does. */
 #define EMBER_GEN_NOT_RUN 2
-static inline int
+static inline __attribute__((always_inline)) int
 ember_gen_resume(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, PyObject **presult)
 {
     int8_t state = gen->gi_frame_state;
