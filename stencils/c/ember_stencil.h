@@ -247,6 +247,10 @@ int ember_unwind(_PyInterpreterFrame *frame, _PyStackRef **stack_pointer, PyThre
 /* Calls base[0] with self base[1] (or NULL) and the oparg arguments after it
  * (then a kwnames tuple when has_kwnames); closes all of them. */
 PyObject *ember_call(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames);
+/* The same without keywords, for a generic CALL with its own cache (a
+ * tier1/csrc/glue.h ember_call_cache, which tier 1 allocates per site). */
+PyObject *ember_call_site(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg,
+                          void *cache);
 PyObject *ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args, int total);
 /* next(it) for FOR_ITER; a generator is resumed directly (tier1/csrc/gen.c). */
 PyObject *ember_iternext(PyThreadState *tstate, PyObject *it);

@@ -420,14 +420,15 @@ EMBER_STENCIL(POP_ITER)
         }                                                              \
     } while (0)
 
-/* (callable, self_or_null, args[oparg] -- res) */
+/* (callable, self_or_null, args[oparg] -- res). OPERAND1: the site's call
+ * cache. */
 EMBER_STENCIL(CALL)
 {
     int oparg = OPARG;
     _PyStackRef *base = stack_pointer - oparg - 2;
     ADAPTIVE_UNLESS_FAILS(CALL, PyFunction_Check(BORROW(base[0])) || PyMethod_Check(BORROW(base[0])));
     ESCAPE();
-    PyObject *res = ember_call(tstate, frame, base, oparg, 0);
+    PyObject *res = ember_call_site(tstate, frame, base, oparg, (void *)OPERAND1);
     stack_pointer = base;
     if (UNLIKELY(res == NULL)) {
         ERROR();

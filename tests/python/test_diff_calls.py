@@ -112,6 +112,88 @@ def test_every_argument_count_moved_into_the_frame():
     """, expect_seen={"f0", "f4", "f5", "f7", "dflt", "M.m3", "M.m4", "M.m6", "I4.__init__", "I5.__init__"})
 
 
+def test_call_site_cache_follows_the_callee():
+    # A generic CALL remembers the last plain function it pushed directly
+    # (its version, keyed to its code object) and skips the checks when the
+    # next call has the same one. Whatever changes under it must show.
+    check("""
+        import sys
+
+        def a(x): return ("a", x)
+        def b(x): return ("b", x)
+
+        def make(n):
+            def add(x): return x + n
+            return add
+
+        def site(f, x):
+            return f(x)
+
+        out = []
+        for i in range(60):
+            # Alternating callees, then closures of one code object with
+            # different cells, then new closures made while the site runs.
+            out.append(site(a if i % 3 else b, i))
+            out.append(site(make(i), i))
+        print(out)
+
+        def g(x): return ("g", x)
+        def h(x, y): return ("h", x, y)
+        def k(x, y=7): return ("k", x, y)
+        res = []
+        for i in range(40):
+            if i == 10:
+                g.__code__ = k.__code__        # same arity, defaults now needed
+                g.__defaults__ = (70,)
+            if i == 20:
+                g.__defaults__ = None          # now one argument is missing
+            if i == 30:
+                g.__code__ = h.__code__
+            try:
+                res.append(site(g, i))
+            except TypeError as e:
+                res.append(("TypeError", str(e), sys.exc_info()[2].tb_next.tb_lineno))
+        print(res)
+
+        def again(x): return ("first", x)
+        got = []
+        for i in range(20):
+            if i == 10:
+                def again(x): return ("second", x)   # rebound: a new function
+            got.append(site(again, i))
+        print(got)
+    """, expect_seen={"site", "a", "b", "make.<locals>.add"})
+
+
+def test_call_site_cache_and_tracing_switched_on():
+    # Tracing switched on after a site has cached its callee: the callee's
+    # calls are traced from then on, as under the interpreter.
+    check("""
+        import sys
+
+        def callee(x): return x * 2
+
+        def site(n):
+            total = 0
+            for i in range(n):
+                total += callee(i)
+            return total
+
+        events = []
+        def tracer(frame, event, arg):
+            if event == "call":
+                events.append(frame.f_code.co_name)
+            return None
+
+        print(site(50))
+        sys.settrace(tracer)
+        print(site(5))
+        sys.settrace(None)
+        print(site(50))
+        print(events)
+    """, expect_seen={"site", "callee"})
+
+
 def test_tracebacks_and_recursion_through_calls():
     check("""
         import sys, traceback

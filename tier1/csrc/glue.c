@@ -4,6 +4,7 @@
  * CPython 3.14's headers. Stencils reach these through Symbol holes. */
 #include "../../stencils/c/ember_stencil.h"
 #include "glue.h"
+#include "pycore_function.h"
 #include "pycore_genobject.h"
 
 PyObject *
@@ -723,6 +724,77 @@ close:
         PyStackRef_XCLOSE(*p);
     }
     return res;
+}
+
+/* A call at the site missed its cache: fill it with `f` when the direct
+ * push (or ember_make_generator) takes `f` with exactly its parameters
+ * (ember_call_py) -- at the first miss and every EMBER_CALL_CACHE_RELEARN-th
+ * after. Out of line: kept small, the site's common path gets CPython's
+ * frame push inlined. */
+static __attribute__((noinline)) void
+learn_call(PyThreadState *tstate, ember_call_cache *cache, PyFunctionObject *f, int total)
+{
+    if ((cache->misses++ & (EMBER_CALL_CACHE_RELEARN - 1)) != 0) {
+        return;
+    }
+    if (!_PyFunction_IsVersionValid(f->func_version) || !plain_function((PyObject *)f) || total >= UINT16_MAX) {
+        return;
+    }
+    PyCodeObject *code = (PyCodeObject *)f->func_code;
+    if (total == code->co_argcount && simple_positional_shape(tstate, f, total)) {
+        ember_direct_entry *d = ember_find_direct(tstate, code);
+        if (d != NULL) {
+            cache->func_version = f->func_version;
+            cache->args_plus_one = (uint16_t)(total + 1);
+            cache->generator = (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) != 0;
+            cache->direct = d;
+        }
+    }
+}
+
+PyObject *
+ember_call_site(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg, void *site)
+{
+    ember_call_cache *cache = site;
+    PyObject *callable = PyStackRef_AsPyObjectBorrow(base[0]);
+    int has_self = !PyStackRef_IsNull(base[1]);
+    int total = oparg + has_self;
+    /* LIKELY throughout: clang inlines less into a path it thinks rare, and
+     * left CPython's frame push out of line here. */
+    if (LIKELY(Py_TYPE(callable) == &PyFunction_Type)) {
+        PyFunctionObject *f = (PyFunctionObject *)callable;
+        if (LIKELY(f->func_version == cache->func_version && (uint32_t)total + 1 == cache->args_plus_one)) {
+            /* The function's shape is known (see ember_call_cache); what
+             * depends on the thread is checked as always. */
+            if (LIKELY(tstate->interp->eval_frame == ember_evaluator
+                       && _PyThreadState_HasStackSpace(tstate, ((PyCodeObject *)f->func_code)->co_framesize))) {
+                frame->stackpointer = base;
+                if (UNLIKELY(cache->generator)) {
+                    PyObject *gen = ember_make_generator(tstate, base[0], base + 2 - has_self, total);
+                    if (gen != NULL) {
+                        return gen;
+                    }
+                    /* Untouched: the usual way (ember_call_py). */
+                    return ember_call(tstate, frame, base, oparg, 0);
+                }
+                _PyInterpreterFrame *callee = push_simple(tstate, frame, base[0], base + 2 - has_self, total);
+                ember_direct_entry *d = cache->direct;
+                PyCodeObject *code = (PyCodeObject *)f->func_code;
+                if (d->entry != 0 && code->_co_instrumentation_version == d->version) {
+                    uint64_t calls = *d->calls + 1;
+                    if ((calls & (calls - 1)) != 0) {
+                        *d->calls = calls;
+                        return ember_run_compiled(tstate, callee, (ember_cont)d->entry);
+                    }
+                }
+                return _PyEval_EvalFrame(tstate, callee, 0);
+            }
+        }
+        else {
+            learn_call(tstate, cache, f, total);
+        }
+    }
+    return ember_call(tstate, frame, base, oparg, 0);
 }
 
 PyObject *

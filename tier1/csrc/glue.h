@@ -1,4 +1,4 @@
-/* What tier 1's run-time helpers (csrc/*.c) share among themselves. */
+/* What tier 1's run-time helpers (the C files of csrc) share among themselves. */
 #ifndef EMBER_GLUE_H
 #define EMBER_GLUE_H
 #include "../../stencils/c/ember_stencil.h"
@@ -17,6 +17,29 @@ typedef struct {
     uint64_t n_entries;
     uint64_t *resumes;
 } ember_direct_entry;
+
+/* A generic CALL's memory of the last Python function it pushed directly
+ * (tier1/src/compile.rs, CallCache; zeroed, it matches nothing). A call
+ * matches when its callable is a function of version `func_version` called
+ * with `args_plus_one - 1` positional arguments. Function versions are
+ * valid only when set from the function's code object's co_version, unique
+ * to that code object, and are cleared by any change to the function's
+ * code, defaults or vectorcall. So a match means: a plain function of that
+ * code, called with exactly its parameters (its shape checked when the
+ * cache was filled), and `direct`, that code's record, alive as long as
+ * the code object is. */
+typedef struct {
+    uint32_t func_version;
+    uint16_t args_plus_one;
+    /* Calls that missed: the site learns at the first miss and then every
+     * EMBER_CALL_CACHE_RELEARN-th (one calling several functions in turn, or
+     * one it cannot learn, would otherwise try at each call). */
+    uint8_t misses;
+    /* The function makes a generator, coroutine or async generator. */
+    uint8_t generator;
+    ember_direct_entry *direct;
+} ember_call_cache;
+#define EMBER_CALL_CACHE_RELEARN 16
 
 /* The runtime's table of records by code object (profiler/src/ptrmap.rs,
  * RawMap), republished after every insertion (ember_set_records); and the

@@ -174,6 +174,9 @@ struct OpInfo {
     extra: bool,
     /// It is RERAISE (its OPERAND1 defaults to the entry table).
     reraise: bool,
+    /// Its stencil is the generic CALL's, whose OPERAND1 is the address of
+    /// its own [`CallCache`].
+    call_cache: bool,
     /// Its stencil has a `__NULL` variant, for an odd oparg.
     null_variant: bool,
     /// Bytes of its program's code without and with the trailing jump, and
@@ -198,6 +201,7 @@ fn op_infos() -> [OpInfo; 256] {
             ok: false,
             extra: false,
             reraise: false,
+            call_cache: false,
             null_variant: false,
             short_len: 0,
             full_len: 0,
@@ -407,11 +411,28 @@ fn read_svarint(table: &[u8], i: &mut usize) -> i32 {
     }
 }
 
+/// What a generic CALL learnt of the last Python function it called
+/// directly (`ember_call_cache` in csrc/glue.h, which explains it): zeroed,
+/// it matches no call.
+#[repr(C)]
+#[derive(Default)]
+pub struct CallCache {
+    func_version: u32,
+    args_plus_one: u16,
+    misses: u8,
+    generator: u8,
+    direct: u64,
+}
+
 /// A compiled code object.
 pub struct Compiled {
     block: Block,
     /// The entry table (its address is in the code: never reallocated).
     entries: Box<[u64]>,
+    /// One per generic CALL, written by its glue (csrc/glue.c,
+    /// ember_call_site): the compiled code holds their addresses.
+    #[allow(dead_code)]
+    call_caches: Box<[core::cell::UnsafeCell<CallCache>]>,
     /// Bytes of machine code (stencils, exits and cold parts, without
     /// trampolines or data).
     pub code_bytes: usize,
@@ -624,6 +645,7 @@ impl Compiler {
         for (op, info) in ops.iter_mut().enumerate() {
             info.reraise = Some(info.base) == reraise;
             if let Some(name) = select_by_name(op as u8) {
+                info.call_cache = name == "CALL";
                 use_prog(info, programs.by_name(name).unwrap_or(NO_PROG));
                 if let Some(variant) = programs.by_name(&format!("{name}__NULL")) {
                     info.null_variant = true;
@@ -777,6 +799,10 @@ impl Compiler {
         let mut entries = vec![0u64; n_units].into_boxed_slice();
         let mut ids = vec![0u16; n].into_boxed_slice();
         let entries_addr = entries.as_ptr() as u64;
+        let n_call_sites = instrs.iter().filter(|i| self.op(i).call_cache).count();
+        let call_caches: Box<[_]> =
+            (0..n_call_sites).map(|_| core::cell::UnsafeCell::new(CallCache::default())).collect();
+        let mut next_call_cache = call_caches.as_ptr() as u64;
 
         // Copy and patch, into a staging buffer of the block's size: each
         // stencil's common path at its offset, its cold part at the next
@@ -867,6 +893,10 @@ impl Compiler {
             };
             if operand1.is_none() && op.reraise {
                 operand1 = Some(entries_addr);
+            }
+            if op.call_cache {
+                operand1 = Some(next_call_cache);
+                next_call_cache += core::mem::size_of::<CallCache>() as u64;
             }
             let mut avail = INSTR;
             let jump = match op.jump {
@@ -969,6 +999,7 @@ impl Compiler {
             },
             block,
             entries,
+            call_caches,
             code_bytes,
             n_instructions: n,
             exits_offset: exit_offs[0] as usize,
