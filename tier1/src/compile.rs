@@ -212,7 +212,8 @@ fn op_infos() -> [OpInfo; 256] {
 
 /// [`decode`] into `out` (cleared first), each instruction with its line
 /// (from `linetable`); marks in `targets` (one byte per code unit) the
-/// units jumps go to. Returns [`opcode_signature`].
+/// units jumps go to. Returns [`opcode_signature`] and the number of generic
+/// CALLs (each gets a [`CallCache`]).
 fn decode_into(
     bytecode: &[u16],
     linetable: &[u8],
@@ -220,8 +221,9 @@ fn decode_into(
     ops: &[OpInfo; 256],
     out: &mut Vec<Instr>,
     targets: &mut Vec<u8>,
-) -> Result<u64, Refusal> {
+) -> Result<(u64, usize), Refusal> {
     let n = bytecode.len();
+    let mut call_sites = 0;
     out.clear();
     out.reserve(n);
     targets.clear();
@@ -241,6 +243,7 @@ fn decode_into(
         }
         let op = &ops[opcode as usize];
         let caches = op.caches as usize;
+        call_sites += op.call_cache as usize;
         h = fnv(h, opcode as u64);
         // The cache entries after the counter.
         let mut c = i + 2;
@@ -279,7 +282,7 @@ fn decode_into(
         out.push(instr);
         i = next;
     }
-    Ok(h)
+    Ok((h, call_sites))
 }
 
 /// The source line of code units in increasing order, read from a
@@ -703,7 +706,7 @@ impl Compiler {
         // their cache misses overlap rather than follow one another.
         prefetch(info.bytecode.as_ptr() as *const u8, 2 * n_units);
         prefetch(info.linetable.as_ptr(), info.linetable.len());
-        let signature = decode_into(
+        let (signature, n_call_sites) = decode_into(
             info.bytecode,
             info.linetable,
             info.first_line,
@@ -799,7 +802,6 @@ impl Compiler {
         let mut entries = vec![0u64; n_units].into_boxed_slice();
         let mut ids = vec![0u16; n].into_boxed_slice();
         let entries_addr = entries.as_ptr() as u64;
-        let n_call_sites = instrs.iter().filter(|i| self.op(i).call_cache).count();
         let call_caches: Box<[_]> =
             (0..n_call_sites).map(|_| core::cell::UnsafeCell::new(CallCache::default())).collect();
         let mut next_call_cache = call_caches.as_ptr() as u64;
