@@ -50,7 +50,7 @@ pub unsafe extern "C" fn ember_eval_frame(
     // recompile check at a power-of-two call count, a pin to the
     // interpreter). `rec.direct` holds that decision but for the call count
     // and the version (records::refresh_direct); compiled code's own calls
-    // read it too (tier1/csrc/glue.h, ember_direct_call).
+    // read it too (tier1/csrc/glue.h, ember_direct_enterable).
     if !rec.is_null() && throwflag == 0 && !(*rec).direct.entries.is_null() {
         let r = &mut *rec;
         if jit::code_version(code) == r.direct.version {

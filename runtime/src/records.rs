@@ -20,7 +20,7 @@ use ember_pyabi::current as abi;
 use pyo3::ffi;
 
 /// What a call from compiled code needs to enter a compiled callee without
-/// the evaluator (tier1/csrc/glue.h, `ember_direct_call`, reads it; C layout).
+/// the evaluator (tier1/csrc/glue.h, `ember_direct_enterable`, reads it; C layout).
 #[repr(C)]
 pub struct DirectEntry {
     /// The compiled entry at the first instruction when the evaluator would

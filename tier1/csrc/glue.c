@@ -357,18 +357,25 @@ ember_set_evaluator(_PyFrameEvalFunction evaluator)
     ember_evaluator = evaluator;
 }
 
-/* Run a frame just pushed for a call: what _PyEval_EvalFrame would do, but
- * entering the callee's compiled code directly where Ember's evaluator
- * would do only that (glue.h, ember_direct_call). */
+/* Run a frame just pushed for a call, `d` its code's record (NULL: none):
+ * what _PyEval_EvalFrame would do, but entering the callee's compiled code
+ * directly where Ember's evaluator would do only that (glue.h,
+ * ember_direct_enterable). */
 static inline __attribute__((always_inline)) PyObject *
-enter_pushed(PyThreadState *tstate, _PyInterpreterFrame *callee)
+enter_pushed_with(PyThreadState *tstate, _PyInterpreterFrame *callee, ember_direct_entry *d)
 {
-    ember_direct_entry *d = ember_direct_call(tstate, _PyFrame_GetCode(callee));
-    if (d != NULL) {
+    if (d != NULL && ember_direct_enterable(d, _PyFrame_GetCode(callee))) {
         ++*d->calls;
         return ember_run_compiled(tstate, callee, (ember_cont)d->entry);
     }
     return _PyEval_EvalFrame(tstate, callee, 0);
+}
+
+/* The same, the callee's record found by probing the table. */
+static inline __attribute__((always_inline)) PyObject *
+enter_pushed(PyThreadState *tstate, _PyInterpreterFrame *callee)
+{
+    return enter_pushed_with(tstate, callee, ember_find_direct(tstate, _PyFrame_GetCode(callee)));
 }
 
 /* --- Resuming through `yield from` / `await` ------------------------------
@@ -778,16 +785,7 @@ ember_call_site(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *
                     return ember_call(tstate, frame, base, oparg, 0);
                 }
                 _PyInterpreterFrame *callee = push_simple(tstate, frame, base[0], base + 2 - has_self, total);
-                ember_direct_entry *d = cache->direct;
-                PyCodeObject *code = (PyCodeObject *)f->func_code;
-                if (d->entry != 0 && code->_co_instrumentation_version == d->version) {
-                    uint64_t calls = *d->calls + 1;
-                    if ((calls & (calls - 1)) != 0) {
-                        *d->calls = calls;
-                        return ember_run_compiled(tstate, callee, (ember_cont)d->entry);
-                    }
-                }
-                return _PyEval_EvalFrame(tstate, callee, 0);
+                return enter_pushed_with(tstate, callee, cache->direct);
             }
         }
         else {

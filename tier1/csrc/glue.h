@@ -78,21 +78,28 @@ ember_find_direct(PyThreadState *tstate, PyCodeObject *code)
     }
 }
 
-/* The record of `code`, called at its first instruction, when Ember's
- * evaluator would only count the call and enter its compiled code (its
- * common path, runtime/src/hook.rs, decides the same way: a call count
- * that would become a power of two, stale instrumentation, a pending
- * decision -- entry 0 -- all go to the evaluator); else NULL. The caller
- * that enters counts the call (++*d->calls). */
+/* Whether `code`, whose record is `d`, called at its first instruction,
+ * would be entered by Ember's evaluator with nothing to do but count the
+ * call and enter its compiled code (its common path, runtime/src/hook.rs,
+ * decides the same way: a call count that would become a power of two,
+ * stale instrumentation, a pending decision -- entry 0 -- all go to the
+ * evaluator). The caller that enters counts the call (++*d->calls). */
+static inline __attribute__((always_inline)) int
+ember_direct_enterable(const ember_direct_entry *d, PyCodeObject *code)
+{
+    if (d->entry == 0 || code->_co_instrumentation_version != d->version) {
+        return 0;
+    }
+    uint64_t calls = *d->calls + 1;
+    return (calls & (calls - 1)) != 0;
+}
+
+/* The same, the record found by probing the table. */
 static inline __attribute__((always_inline)) ember_direct_entry *
 ember_direct_call(PyThreadState *tstate, PyCodeObject *code)
 {
     ember_direct_entry *d = ember_find_direct(tstate, code);
-    if (d == NULL || d->entry == 0 || code->_co_instrumentation_version != d->version) {
-        return NULL;
-    }
-    uint64_t calls = *d->calls + 1;
-    return (calls & (calls - 1)) != 0 ? d : NULL;
+    return d != NULL && ember_direct_enterable(d, code) ? d : NULL;
 }
 
 /* Whether a frame may be entered one level deeper without the interpreter
