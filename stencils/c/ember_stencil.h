@@ -251,7 +251,10 @@ PyObject *ember_call(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStack
  * tier1/csrc/glue.h ember_call_cache, which tier 1 allocates per site). */
 PyObject *ember_call_site(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg,
                           void *cache);
-PyObject *ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args, int total);
+/* tier1/csrc/gen.c; `known`: the callee's record (glue.h) if the caller has it. */
+struct ember_direct_entry;
+PyObject *ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args, int total,
+                               struct ember_direct_entry *known);
 /* next(it) for FOR_ITER; a generator is resumed directly (tier1/csrc/gen.c). */
 PyObject *ember_iternext(PyThreadState *tstate, PyObject *it);
 /* Build from n stack items, which they consume, also on failure. */

@@ -18,7 +18,7 @@
 /* tier1/csrc/gen.c */
 PyObject *ember_return_generator(_PyInterpreterFrame *frame, PyThreadState *tstate);
 int ember_send(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *receiver, PyObject *v,
-               PyObject **result);
+               PyObject **result, void *site);
 PyObject *ember_get_aiter(PyThreadState *tstate, PyObject *obj);
 PyObject *ember_yield_from_iter(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *iterable);
 
@@ -58,23 +58,23 @@ EMBER_STENCIL(YIELD_VALUE)
 /* (receiver, v -- receiver, retval): send v to the delegate of a
  * `yield from`/`await`. What it yields is pushed for the YIELD_VALUE that
  * follows; what it returns is pushed and control goes to the END_SEND
- * (tier 1 points JUMP there). */
+ * (tier 1 points JUMP there). OPERAND1: the site's ember_send_cache. */
 EMBER_STENCIL(SEND)
 {
     _PyStackRef receiver = stack_pointer[-2], v = stack_pointer[-1];
     ADAPTIVE_UNLESS_FAILS(SEND, Py_TYPE(BORROW(receiver)) == &PyGen_Type || Py_TYPE(BORROW(receiver)) == &PyCoro_Type);
     ESCAPE();
     PyObject *retval;
-    int status = ember_send(tstate, frame, BORROW(receiver), BORROW(v), &retval);
+    int status = ember_send(tstate, frame, BORROW(receiver), BORROW(v), &retval, (void *)OPERAND1);
     stack_pointer--;
     SYNC_SP();
     PyStackRef_CLOSE(v);
-    if (UNLIKELY(status < 0)) {
+    if (UNLIKELY(status == PYGEN_ERROR)) {
         ERROR();
     }
     stack_pointer[0] = PyStackRef_FromPyObjectSteal(retval);
     stack_pointer++;
-    if (status) {
+    if (status == PYGEN_RETURN) {
         JUMP();
     }
     CONTINUE();

@@ -623,7 +623,7 @@ ember_push_and_run(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRe
 {
     PyCodeObject *code = (PyCodeObject *)((PyFunctionObject *)BORROW(func))->func_code;
     if (UNLIKELY(code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
-        PyObject *gen = ember_make_generator(tstate, func, args, total);
+        PyObject *gen = ember_make_generator(tstate, func, args, total, NULL);
         if (gen != NULL) {
             frame->stackpointer = base;
             return gen;

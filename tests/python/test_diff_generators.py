@@ -1470,6 +1470,74 @@ def test_yield_from_chains_are_passed_through(ember_on):
     assert e.value.value == "caught"
 
 
+def _mixed_leaf():
+    got = yield "leaf-1"
+    got = yield f"leaf-2:{got}"
+    return f"leaf:{got}"
+
+
+def _mixed_level(plan, i):
+    return _mixed_leaf() if i == len(plan) else plan[i][0](plan, i)
+
+
+# Two generator functions with two `yield from`s each: a chain's levels may
+# alternate between code objects, between the sites of one, or both.
+def _mixed_a(plan, i):
+    if plan[i][1] == 1:
+        r = yield from _mixed_level(plan, i + 1)
+    else:
+        r = yield from _mixed_level(plan, i + 1)
+    return f"a{i}.{plan[i][1]}({r})"
+
+
+def _mixed_b(plan, i):
+    if plan[i][1] == 1:
+        r = yield from _mixed_level(plan, i + 1)
+    else:
+        r = yield from _mixed_level(plan, i + 1)
+    return f"b{i}.{plan[i][1]}({r})"
+
+
+def test_yield_from_chains_mixing_code_objects_and_sites(ember_on):
+    ember = ember_on
+    a, b = _mixed_a, _mixed_b
+    plans = {
+        "codes alternate": [(a, 1), (b, 1)] * 4,
+        "sites alternate": [(a, 1), (a, 2)] * 4,
+        "both": [(a, 1), (b, 2), (a, 2), (b, 1)] * 3,
+        "three points": [(a, 1), (a, 2), (b, 1)] * 3,
+    }
+
+    def drive(plan):
+        g = _mixed_level(plan, 0)
+        out = [next(g), g.send("x")]
+        try:
+            g.send("y")
+        except StopIteration as e:
+            out.append(e.value)
+        return out
+
+    for fn in (_mixed_leaf, a, b):
+        _tier1(ember, fn, lambda: [drive(p) for p in plans.values()])
+    for name, plan in plans.items():
+        expected = ["leaf-1", "leaf-2:x", "leaf:y"]
+        for i in reversed(range(len(plan))):
+            fn, site = plan[i]
+            expected[2] = f"{fn.__name__[-1]}{i}.{site}({expected[2]})"
+        before = {fn: _record(ember, fn)["resumes"] for fn in (a, b)}
+        passed = ember.stats()["global"]["tier1"]["delegations_passed"]
+        assert drive(plan) == expected, name
+        # Two resumptions after the first run down to the leaf, each passed
+        # through every level below the top one (entered through the
+        # evaluator). Every level runs three times (its first run, then
+        # once per send), each counted in its own code object's record.
+        below_top = len(plan) - 1
+        assert ember.stats()["global"]["tier1"]["delegations_passed"] == passed + 2 * below_top, name
+        for fn in (a, b):
+            levels = sum(1 for f, _ in plan if f is fn)
+            assert _record(ember, fn)["resumes"] == before[fn] + 3 * levels, (name, fn.__name__)
+
+
 # --- generator functions called from compiled code ---------------------------
 
 def test_generator_function_calls_from_compiled_code():

@@ -39,7 +39,7 @@ ember_return_generator(_PyInterpreterFrame *frame, PyThreadState *tstate)
  * general way, which raises or returns as CPython does. */
 #define EMBER_GEN_NOT_RUN 2
 static inline __attribute__((always_inline)) int
-ember_gen_resume(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, PyObject **presult)
+ember_gen_resume(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, PyObject **presult, ember_send_cache *cache)
 {
     int8_t state = gen->gi_frame_state;
     if (state == FRAME_SUSPENDED_YIELD_FROM) {
@@ -56,7 +56,7 @@ ember_gen_resume(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, PyObjec
     gen->gi_exc_state.previous_item = tstate->exc_info;
     tstate->exc_info = &gen->gi_exc_state;
     gen->gi_frame_state = FRAME_EXECUTING;
-    PyObject *result = ember_resume_frame(tstate, gen_frame);
+    PyObject *result = ember_resume_frame(tstate, gen_frame, cache);
     *presult = result;
     if (result == NULL) {
         return PYGEN_ERROR;
@@ -73,7 +73,7 @@ ember_iternext(PyThreadState *tstate, PyObject *it)
 {
     if (Py_TYPE(it) == &PyGen_Type) {
         PyObject *res;
-        switch (ember_gen_resume(tstate, (PyGenObject *)it, Py_None, &res)) {
+        switch (ember_gen_resume(tstate, (PyGenObject *)it, Py_None, &res, NULL)) {
         case PYGEN_NEXT:
             return res;
         case PYGEN_RETURN:
@@ -88,29 +88,23 @@ ember_iternext(PyThreadState *tstate, PyObject *it)
     return Py_TYPE(it)->tp_iternext(it);
 }
 
-/* SEND: 0 with *result the value the receiver yielded, 1 with *result the
- * value it returned, -1 on error. The interpreter's own logic (an evaluator
+/* SEND: PYGEN_NEXT with *result the value the receiver yielded,
+ * PYGEN_RETURN with *result the value it returned, PYGEN_ERROR on error. The interpreter's own logic (an evaluator
  * is installed, so it never inlines a generator's frame), except that a
  * generator or coroutine receiver is sent to directly (am_send) rather
- * than through its `send` method or tp_iternext and a StopIteration. */
+ * than through its `send` method or tp_iternext and a StopIteration.
+ * `site`: the SEND's ember_send_cache, or NULL. */
 int
 ember_send(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *receiver, PyObject *v,
-           PyObject **result)
+           PyObject **result, void *site)
 {
     PyTypeObject *type = Py_TYPE(receiver);
     if (type == &PyGen_Type || type == &PyCoro_Type) {
-        int status = ember_gen_resume(tstate, (PyGenObject *)receiver, v, result);
-        if (status == EMBER_GEN_NOT_RUN) {
-            status = type->tp_as_async->am_send(receiver, v, result);
+        int status = ember_gen_resume(tstate, (PyGenObject *)receiver, v, result, site);
+        if (LIKELY(status != EMBER_GEN_NOT_RUN)) {
+            return status;
         }
-        switch (status) {
-        case PYGEN_NEXT:
-            return 0;
-        case PYGEN_RETURN:
-            return 1;
-        default:
-            return -1;
-        }
+        return type->tp_as_async->am_send(receiver, v, result);
     }
     PyObject *res;
     if (v == Py_None && PyIter_Check(receiver)) {
@@ -121,15 +115,15 @@ ember_send(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *receiver
     }
     if (res != NULL) {
         *result = res;
-        return 0;
+        return PYGEN_NEXT;
     }
     if (_PyErr_ExceptionMatches(tstate, PyExc_StopIteration)) {
         _PyEval_MonitorRaise(tstate, frame, frame->instr_ptr);
     }
     if (_PyGen_FetchStopIterationValue(result) == 0) {
-        return 1;
+        return PYGEN_RETURN;
     }
-    return -1;
+    return PYGEN_ERROR;
 }
 
 /* GET_AITER: obj.__aiter__(), checked as the interpreter does. New
@@ -201,9 +195,12 @@ uint64_t ember_generators_made = 0;
  * where the evaluator would not just count the call and enter compiled
  * code (glue.h's ember_direct_call, as for any call), where the interpreter
  * would raise (RecursionError, or an error making the object), and where
- * making a coroutine reads the frame stack (origin tracking). */
+ * making a coroutine reads the frame stack (origin tracking). `known`: the
+ * code object's record when the caller has it (a call site's cache, which
+ * has checked the evaluator), else NULL. */
 PyObject *
-ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args, int total)
+ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args, int total,
+                     ember_direct_entry *known)
 {
     PyFunctionObject *f = (PyFunctionObject *)PyStackRef_AsPyObjectBorrow(func);
     PyCodeObject *code = (PyCodeObject *)f->func_code;
@@ -211,7 +208,8 @@ ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args,
     if (_PyCode_CODE(code)[0].op.code != EMBER_OP_RETURN_GENERATOR || tstate->coroutine_origin_tracking_depth != 0) {
         return NULL;
     }
-    ember_direct_entry *d = ember_direct_call(tstate, code);
+    ember_direct_entry *d = known != NULL ? (ember_direct_enterable(known, code) ? known : NULL)
+                                          : ember_direct_call(tstate, code);
     if (d == NULL || !ember_recursion_headroom(tstate)) {
         return NULL;
     }

@@ -430,9 +430,9 @@ delegating_send(_PyInterpreterFrame *frame)
     return send;
 }
 
-/* The level whose SEND got `status` (1: the delegate returned *presult; -1:
- * it raised) goes on in its compiled code, as its SEND stencil would: 0
- * with *presult what it yields next, 1 with what it returns, -1 on error. */
+/* The level whose SEND got `status` (PYGEN_RETURN: the delegate returned
+ * *presult; PYGEN_ERROR: it raised) goes on in its compiled code, as its
+ * SEND stencil would: a PySendResult for what it does next. */
 static int
 continue_after_send(PyThreadState *tstate, PyGenObject *gen, const uint64_t *entries, _Py_CODEUNIT *send, int status,
                     PyObject **presult)
@@ -441,7 +441,7 @@ continue_after_send(PyThreadState *tstate, PyGenObject *gen, const uint64_t *ent
     _PyStackRef *sp = frame->stackpointer;
     int index = (int)(send - _PyFrame_GetBytecode(frame));
     ember_cont entry;
-    if (status == 1) {
+    if (status == PYGEN_RETURN) {
         /* (receiver -- receiver, retval), on to the END_SEND. */
         *sp++ = PyStackRef_FromPyObjectSteal(*presult);
         entry = (ember_cont)entries[index + 1 + INLINE_CACHE_ENTRIES_SEND + send->op.arg];
@@ -450,23 +450,21 @@ continue_after_send(PyThreadState *tstate, PyGenObject *gen, const uint64_t *ent
         int handler = ember_unwind(frame, &sp, tstate, index, 1);
         if (handler < 0) {
             *presult = NULL;
-            return -1;
+            return PYGEN_ERROR;
         }
         entry = (ember_cont)entries[handler];
     }
-    /* As ember_run_compiled: the code object outlives its compiled code's run. */
-    PyObject *code = Py_NewRef((PyObject *)_PyFrame_GetCode(frame));
+    /* The generator's code object outlives the run (ember_run_generator_frame). */
     PyObject *res = entry(frame, sp, tstate);
-    Py_DECREF(code);
     *presult = res;
     if (res == NULL) {
-        return -1;
+        return PYGEN_ERROR;
     }
-    return FRAME_STATE_SUSPENDED(gen->gi_frame_state) ? 0 : 1;
+    return FRAME_STATE_SUSPENDED(gen->gi_frame_state) ? PYGEN_NEXT : PYGEN_RETURN;
 }
 
 int ember_send(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *receiver, PyObject *v,
-               PyObject **result);
+               PyObject **result, void *site);
 
 /* Resume `gen` (suspended in a `yield from`/`await`) with `arg` through
  * the levels that can be passed (see above). A PySendResult, or 2 when not
@@ -482,34 +480,66 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
     int n = 0;
     uintptr_t version = _Py_atomic_load_uintptr_relaxed(&tstate->eval_breaker) & ~(uintptr_t)_PY_EVAL_EVENTS_MASK;
     PyGenObject *g = gen;
-    /* The levels of a recursive generator share their code object: looked
-     * up once (the table's probes for it may be several). */
-    PyCodeObject *last_code = NULL;
-    ember_direct_entry *d = NULL;
+    /* The C stack does not grow while the levels are passed. */
+    if (_Py_ReachedRecursionLimit(tstate)) {
+        return 2;
+    }
+    /* The levels of a recursive generator share their code object, and
+     * are suspended at one of its few `yield from`s (a tree's: left and
+     * right): the checks of a resumption point (the same instr_ptr, so the
+     * same code object) hold for every level suspended there. The last two
+     * points checked are kept. */
+    _Py_CODEUNIT *checked_at = NULL, *checked_before = NULL;
+    _Py_CODEUNIT *send = NULL, *send_before = NULL;
+    ember_direct_entry *d = NULL, *d_before = NULL;
+    PyCodeObject *probed = NULL;
+    ember_direct_entry *probed_d = NULL;
     while (n < EMBER_CHAIN_MAX && g->gi_frame_state == FRAME_SUSPENDED_YIELD_FROM) {
         _PyInterpreterFrame *f = &g->gi_iframe;
-        PyCodeObject *code = _PyFrame_GetCode(f);
-        if (code != last_code) {
-            d = ember_find_direct(tstate, code);
-            last_code = code;
+        _Py_CODEUNIT *ip = f->instr_ptr;
+        if (ip == checked_before) {
+            checked_before = checked_at;
+            checked_at = ip;
+            _Py_CODEUNIT *swap = send;
+            send = send_before;
+            send_before = swap;
+            ember_direct_entry *swap_d = d;
+            d = d_before;
+            d_before = swap_d;
         }
-        if (d == NULL || d->entries == NULL || d->version != version || code->_co_instrumentation_version != version) {
-            break;
-        }
-        _Py_CODEUNIT *send = delegating_send(f);
-        if (send == NULL) {
-            break;
-        }
-        uint64_t at = (uint64_t)(f->instr_ptr - _PyFrame_GetBytecode(f));
-        uint64_t end_send = (uint64_t)(send - _PyFrame_GetBytecode(f)) + 1 + INLINE_CACHE_ENTRIES_SEND + send->op.arg;
-        if (end_send >= d->n_entries || d->entries[at] == 0 || d->entries[end_send] == 0) {
-            break;
+        else if (ip != checked_at) {
+            PyCodeObject *code = _PyFrame_GetCode(f);
+            if (code != probed) {
+                probed_d = ember_find_direct(tstate, code);
+                probed = code;
+            }
+            ember_direct_entry *ip_d = probed_d;
+            if (ip_d == NULL || ip_d->entries == NULL || ip_d->version != version
+                || code->_co_instrumentation_version != version) {
+                break;
+            }
+            _Py_CODEUNIT *ip_send = delegating_send(f);
+            if (ip_send == NULL) {
+                break;
+            }
+            uint64_t at = (uint64_t)(ip - _PyFrame_GetBytecode(f));
+            uint64_t end_send =
+                (uint64_t)(ip_send - _PyFrame_GetBytecode(f)) + 1 + INLINE_CACHE_ENTRIES_SEND + ip_send->op.arg;
+            if (end_send >= ip_d->n_entries || ip_d->entries[at] == 0 || ip_d->entries[end_send] == 0) {
+                break;
+            }
+            checked_before = checked_at;
+            send_before = send;
+            d_before = d;
+            checked_at = ip;
+            send = ip_send;
+            d = ip_d;
         }
         PyObject *delegate = PyStackRef_AsPyObjectBorrow(f->stackpointer[-1]);
         if (Py_TYPE(delegate) != &PyGen_Type && Py_TYPE(delegate) != &PyCoro_Type) {
             break;
         }
-        if (tstate->py_recursion_remaining <= 0 || _Py_ReachedRecursionLimit(tstate)) {
+        if (tstate->py_recursion_remaining <= 0) {
             break;
         }
         /* Resumed (ember_gen_resume, ember_run_compiled) and run up to its SEND. */
@@ -530,11 +560,11 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
     }
     ember_delegations_passed += (uint64_t)n;
     PyObject *result;
-    int status = ember_send(tstate, &level[n - 1].gen->gi_iframe, (PyObject *)g, arg, &result);
+    int status = ember_send(tstate, &level[n - 1].gen->gi_iframe, (PyObject *)g, arg, &result, NULL);
     while (n > 0) {
         n--;
         PyGenObject *lg = level[n].gen;
-        if (status == 0) {
+        if (status == PYGEN_NEXT) {
             /* Its YIELD_VALUE: suspended again where it was. */
             _PyInterpreterFrame *f = &lg->gi_iframe;
             f->instr_ptr = level[n].send + 3;
@@ -549,7 +579,7 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
         status = continue_after_send(tstate, lg, level[n].entries, level[n].send, status, &result);
     }
     *presult = result;
-    return status == 0 ? PYGEN_NEXT : status == 1 ? PYGEN_RETURN : PYGEN_ERROR;
+    return status;
 }
 
 /* C(args) for a class C of metaclass `type` with object's __new__ and a
@@ -673,7 +703,7 @@ ember_call_py(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *ba
          * stopped inlining CPython's frame push here (a call per call). */
         if (UNLIKELY(((PyCodeObject *)PyFunction_GET_CODE(callable))->co_flags
                      & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
-            PyObject *gen = ember_make_generator(tstate, base[0], args, total);
+            PyObject *gen = ember_make_generator(tstate, base[0], args, total, NULL);
             if (gen != NULL) {
                 *res = gen;
                 return 1;
@@ -777,7 +807,7 @@ ember_call_site(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *
                        && _PyThreadState_HasStackSpace(tstate, ((PyCodeObject *)f->func_code)->co_framesize))) {
                 frame->stackpointer = base;
                 if (UNLIKELY(cache->generator)) {
-                    PyObject *gen = ember_make_generator(tstate, base[0], base + 2 - has_self, total);
+                    PyObject *gen = ember_make_generator(tstate, base[0], base + 2 - has_self, total, cache->direct);
                     if (gen != NULL) {
                         return gen;
                     }

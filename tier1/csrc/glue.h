@@ -9,7 +9,7 @@
  * without a decision, else 0. `entries`: the entry table when the evaluator
  * would enter compiled code at all, else NULL. Both valid for the
  * instrumentation version `version`. */
-typedef struct {
+typedef struct ember_direct_entry {
     uint64_t entry;
     uint64_t version;
     uint64_t *calls;
@@ -19,7 +19,7 @@ typedef struct {
 } ember_direct_entry;
 
 /* A generic CALL's memory of the last Python function it pushed directly
- * (tier1/src/compile.rs, CallCache; zeroed, it matches nothing). A call
+ * (tier1/src/compile.rs, SiteCache; zeroed, it matches nothing). A call
  * matches when its callable is a function of version `func_version` called
  * with `args_plus_one - 1` positional arguments. Function versions are
  * valid only when set from the function's code object's co_version, unique
@@ -40,6 +40,18 @@ typedef struct {
     ember_direct_entry *direct;
 } ember_call_cache;
 #define EMBER_CALL_CACHE_RELEARN 16
+
+/* A SEND's memory of the code object of the generator or coroutine it last
+ * resumed (the same memory as an ember_call_cache: tier 1 allocates one
+ * kind of site cache). Code versions are unique to their code object and
+ * never 0, so a match means that code object, and `direct` its record,
+ * alive as long as it is. */
+typedef struct {
+    uint32_t code_version;
+    uint32_t unused;
+    ember_direct_entry *direct;
+} ember_send_cache;
+_Static_assert(sizeof(ember_send_cache) == sizeof(ember_call_cache), "tier 1 allocates one size of site cache");
 
 /* The runtime's table of records by code object (profiler/src/ptrmap.rs,
  * RawMap), republished after every insertion (ember_set_records); and the
@@ -141,19 +153,44 @@ ember_run_compiled(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont
     return res;
 }
 
+/* ember_run_compiled for a generator's, coroutine's or async generator's
+ * frame, whose code object lives at least as long as the generator: its
+ * frame keeps the reference when it finishes (_PyFrame_ClearExceptCode),
+ * and the generator being run is held by whoever resumes it. */
+static inline __attribute__((always_inline)) PyObject *
+ember_run_generator_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
+{
+    if (!ember_recursion_headroom(tstate)) {
+        return _PyEval_EvalFrameDefault(tstate, frame, 0);
+    }
+    ember_make_current(tstate, frame);
+    return entry(frame, frame->stackpointer, tstate);
+}
+
 /* A suspended generator's or coroutine's frame being resumed (instr_ptr
  * past its start): counted and entered where its compiled code has an
- * entry, as the evaluator would; else run by the evaluator. */
+ * entry, as the evaluator would; else run by the evaluator. `cache`: the
+ * resuming site's memory of the code object's record, or NULL. */
 static inline __attribute__((always_inline)) PyObject *
-ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame)
+ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_send_cache *cache)
 {
     PyCodeObject *code = _PyFrame_GetCode(frame);
-    ember_direct_entry *d = ember_find_direct(tstate, code);
+    ember_direct_entry *d;
+    if (cache != NULL && code->co_version == cache->code_version) {
+        d = tstate->interp->eval_frame == ember_evaluator ? cache->direct : NULL;
+    }
+    else {
+        d = ember_find_direct(tstate, code);
+        if (cache != NULL && d != NULL && code->co_version != 0) {
+            cache->code_version = code->co_version;
+            cache->direct = d;
+        }
+    }
     if (d != NULL && d->entries != NULL && code->_co_instrumentation_version == d->version) {
         uint64_t index = (uint64_t)(frame->instr_ptr - _PyCode_CODE(code));
         if (index != 0 && index < d->n_entries && d->entries[index] != 0) {
             ++*d->resumes;
-            return ember_run_compiled(tstate, frame, (ember_cont)d->entries[index]);
+            return ember_run_generator_frame(tstate, frame, (ember_cont)d->entries[index]);
         }
     }
     return _PyEval_EvalFrame(tstate, frame, 0);

@@ -174,9 +174,9 @@ struct OpInfo {
     extra: bool,
     /// It is RERAISE (its OPERAND1 defaults to the entry table).
     reraise: bool,
-    /// Its stencil is the generic CALL's, whose OPERAND1 is the address of
-    /// its own [`CallCache`].
-    call_cache: bool,
+    /// Its stencil (the generic CALL's, SEND's) takes the address of its own
+    /// [`SiteCache`] as OPERAND1.
+    site_cache: bool,
     /// Its stencil has a `__NULL` variant, for an odd oparg.
     null_variant: bool,
     /// Bytes of its program's code without and with the trailing jump, and
@@ -201,7 +201,7 @@ fn op_infos() -> [OpInfo; 256] {
             ok: false,
             extra: false,
             reraise: false,
-            call_cache: false,
+            site_cache: false,
             null_variant: false,
             short_len: 0,
             full_len: 0,
@@ -213,7 +213,7 @@ fn op_infos() -> [OpInfo; 256] {
 /// [`decode`] into `out` (cleared first), each instruction with its line
 /// (from `linetable`); marks in `targets` (one byte per code unit) the
 /// units jumps go to. Returns [`opcode_signature`] and the number of generic
-/// CALLs (each gets a [`CallCache`]).
+/// CALLs and SENDs (each gets a [`SiteCache`]).
 fn decode_into(
     bytecode: &[u16],
     linetable: &[u8],
@@ -223,7 +223,7 @@ fn decode_into(
     targets: &mut Vec<u8>,
 ) -> Result<(u64, usize), Refusal> {
     let n = bytecode.len();
-    let mut call_sites = 0;
+    let mut cached_sites = 0;
     out.clear();
     out.reserve(n);
     targets.clear();
@@ -243,7 +243,7 @@ fn decode_into(
         }
         let op = &ops[opcode as usize];
         let caches = op.caches as usize;
-        call_sites += op.call_cache as usize;
+        cached_sites += op.site_cache as usize;
         h = fnv(h, opcode as u64);
         // The cache entries after the counter.
         let mut c = i + 2;
@@ -282,7 +282,7 @@ fn decode_into(
         out.push(instr);
         i = next;
     }
-    Ok((h, call_sites))
+    Ok((h, cached_sites))
 }
 
 /// The source line of code units in increasing order, read from a
@@ -414,17 +414,14 @@ fn read_svarint(table: &[u8], i: &mut usize) -> i32 {
     }
 }
 
-/// What a generic CALL learnt of the last Python function it called
-/// directly (`ember_call_cache` in csrc/glue.h, which explains it): zeroed,
-/// it matches no call.
+/// What a site learnt at run time, written only by its glue: a generic
+/// CALL's `ember_call_cache` (the last Python function it called directly),
+/// a SEND's `ember_send_cache` (the code object it last resumed); csrc/glue.h
+/// explains both, and asserts they are this size. Zeroed, it matches nothing.
 #[repr(C)]
 #[derive(Default)]
-pub struct CallCache {
-    func_version: u32,
-    args_plus_one: u16,
-    misses: u8,
-    generator: u8,
-    direct: u64,
+pub struct SiteCache {
+    words: [u64; 2],
 }
 
 /// A compiled code object.
@@ -432,10 +429,11 @@ pub struct Compiled {
     block: Block,
     /// The entry table (its address is in the code: never reallocated).
     entries: Box<[u64]>,
-    /// One per generic CALL, written by its glue (csrc/glue.c,
-    /// ember_call_site): the compiled code holds their addresses.
+    /// One per generic CALL and SEND, written by their glue (csrc/glue.c,
+    /// ember_call_site; csrc/gen.c, ember_send): the compiled code holds
+    /// their addresses.
     #[allow(dead_code)]
-    call_caches: Box<[core::cell::UnsafeCell<CallCache>]>,
+    site_caches: Box<[core::cell::UnsafeCell<SiteCache>]>,
     /// Bytes of machine code (stencils, exits and cold parts, without
     /// trampolines or data).
     pub code_bytes: usize,
@@ -648,7 +646,7 @@ impl Compiler {
         for (op, info) in ops.iter_mut().enumerate() {
             info.reraise = Some(info.base) == reraise;
             if let Some(name) = select_by_name(op as u8) {
-                info.call_cache = name == "CALL";
+                info.site_cache = name == "CALL" || name == "SEND";
                 use_prog(info, programs.by_name(name).unwrap_or(NO_PROG));
                 if let Some(variant) = programs.by_name(&format!("{name}__NULL")) {
                     info.null_variant = true;
@@ -706,7 +704,7 @@ impl Compiler {
         // their cache misses overlap rather than follow one another.
         prefetch(info.bytecode.as_ptr() as *const u8, 2 * n_units);
         prefetch(info.linetable.as_ptr(), info.linetable.len());
-        let (signature, n_call_sites) = decode_into(
+        let (signature, n_cached_sites) = decode_into(
             info.bytecode,
             info.linetable,
             info.first_line,
@@ -802,9 +800,9 @@ impl Compiler {
         let mut entries = vec![0u64; n_units].into_boxed_slice();
         let mut ids = vec![0u16; n].into_boxed_slice();
         let entries_addr = entries.as_ptr() as u64;
-        let call_caches: Box<[_]> =
-            (0..n_call_sites).map(|_| core::cell::UnsafeCell::new(CallCache::default())).collect();
-        let mut next_call_cache = call_caches.as_ptr() as u64;
+        let site_caches: Box<[_]> =
+            (0..n_cached_sites).map(|_| core::cell::UnsafeCell::new(SiteCache::default())).collect();
+        let mut next_site_cache = site_caches.as_ptr() as u64;
 
         // Copy and patch, into a staging buffer of the block's size: each
         // stencil's common path at its offset, its cold part at the next
@@ -896,9 +894,9 @@ impl Compiler {
             if operand1.is_none() && op.reraise {
                 operand1 = Some(entries_addr);
             }
-            if op.call_cache {
-                operand1 = Some(next_call_cache);
-                next_call_cache += core::mem::size_of::<CallCache>() as u64;
+            if op.site_cache {
+                operand1 = Some(next_site_cache);
+                next_site_cache += core::mem::size_of::<SiteCache>() as u64;
             }
             let mut avail = INSTR;
             let jump = match op.jump {
@@ -1001,7 +999,7 @@ impl Compiler {
             },
             block,
             entries,
-            call_caches,
+            site_caches,
             code_bytes,
             n_instructions: n,
             exits_offset: exit_offs[0] as usize,
