@@ -138,7 +138,7 @@ pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
     watcher: -1,
     records: Vec::new(),
     totals: GlobalCounters { frames: 0, code_objects_seen: 0, code_objects_freed: 0 },
-    settings: Settings { tier1_threshold: 8, tier1_threshold_loopless: 128, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
+    settings: Settings { tier1_threshold: 2, tier1_threshold_loopless: 128, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
     tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, publish_ns: 0, code_bytes: 0, hot_bytes: 0, instructions: 0 },
     totals_handoffs: 0,
     totals_respecialisations_declined: 0,
@@ -307,8 +307,11 @@ pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i
 /// interpreter re-specialises such an instruction after every ~53 misses;
 /// at a polymorphic site that would hand a frame to the interpreter as
 /// often, each time leaving it the rest of the frame, and tier 1 would
-/// recompile for each new specialisation.
-const RESPECIALISE_FREE_HANDOFFS: u64 = 8;
+/// recompile for each new specialisation. One: a function called once per
+/// long loop (richards' `schedule`, over four task classes) loses a whole
+/// run of its loop to each hand-off (8 made its 9th to 16th calls run
+/// mostly in the interpreter).
+const RESPECIALISE_FREE_HANDOFFS: u64 = 1;
 const RESPECIALISE_CALLS_PER_HANDOFF: u64 = 256;
 
 /// Whether the record's code object has a loop (scanned once).

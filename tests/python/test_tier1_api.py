@@ -69,7 +69,7 @@ def test_threshold_policy(tmp_path):
     p = run(source, {"EMBER": "1"}, tmp_path)
     assert p.stdout == "False\nFalse\n", p.stderr
     p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
-    assert p.stdout == "False\nFalse\n", p.stderr  # default threshold 8 > 6 calls
+    assert p.stdout == "False\nFalse\n", p.stderr  # loop-free: default threshold 128 > 6 calls
 
 
 def test_default_threshold_waits_longer_for_functions_without_loops(tmp_path):
@@ -91,7 +91,7 @@ def test_default_threshold_waits_longer_for_functions_without_loops(tmp_path):
     """
     p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
     assert p.returncode == 0, p.stderr
-    assert p.stdout == "8 128\n", p.stderr
+    assert p.stdout == "2 128\n", p.stderr
     # A threshold that is set applies to every function.
     p = run(source.replace("(False, True)", "(True, True)"), {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "5"}, tmp_path)
     assert p.stdout == "5 5\n", p.stderr

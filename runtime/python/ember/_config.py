@@ -51,8 +51,12 @@ def _tier(name: str, value: str) -> int:
 #: Defaults of the compilation settings. A function without a loop runs
 #: each instruction once per call, so its compilation (a few hundred ns per
 #: instruction) pays only after many calls; one with a loop may run long in
-#: few calls, and the interpreter does not report its iterations to Ember.
-DEFAULT_TIER1_THRESHOLD = 8
+#: few calls (a benchmark's main loop: once per iteration), and the
+#: interpreter does not report its iterations to Ember, nor can a running
+#: frame move into compiled code. So a function with a loop is compiled at
+#: its second call: its first, in the interpreter, has specialised the
+#: instructions it ran.
+DEFAULT_TIER1_THRESHOLD = 2
 DEFAULT_TIER1_THRESHOLD_LOOPLESS = 128
 # Tier 1 is opt-in until it passes CPython's own test suite: it compiles
 # when asked for (EMBER_MAX_TIER=1, or a EMBER_TIER1_THRESHOLD, or a pin).
