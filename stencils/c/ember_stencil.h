@@ -248,9 +248,13 @@ int ember_unwind(_PyInterpreterFrame *frame, _PyStackRef **stack_pointer, PyThre
  * (then a kwnames tuple when has_kwnames); closes all of them. */
 PyObject *ember_call(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int has_kwnames);
 /* The same without keywords, for a generic CALL with its own cache (a
- * tier1/csrc/glue.h ember_call_cache, which tier 1 allocates per site). */
+ * tier1/csrc/glue.h ember_call_cache, which tier 1 allocates per site),
+ * whose adaptive counter it also keeps (frame->instr_ptr is the CALL): or
+ * EMBER_CALL_HAND_OFF, having touched nothing, when the counter says the
+ * interpreter should specialise the instruction now. */
 PyObject *ember_call_site(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg,
                           void *cache);
+#define EMBER_CALL_HAND_OFF ((PyObject *)1)
 /* tier1/csrc/gen.c; `known`: the callee's record (glue.h) if the caller has it. */
 struct ember_direct_entry;
 PyObject *ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args, int total,

@@ -421,18 +421,22 @@ EMBER_STENCIL(POP_ITER)
     } while (0)
 
 /* (callable, self_or_null, args[oparg] -- res). OPERAND1: the site's call
- * cache. */
+ * cache. The adaptive counter is kept by ember_call_site, off the stencil's
+ * common path. */
 EMBER_STENCIL(CALL)
 {
     int oparg = OPARG;
     _PyStackRef *base = stack_pointer - oparg - 2;
-    ADAPTIVE_UNLESS_FAILS(CALL, PyFunction_Check(BORROW(base[0])) || PyMethod_Check(BORROW(base[0])));
     ESCAPE();
     PyObject *res = ember_call_site(tstate, frame, base, oparg, (void *)OPERAND1);
-    stack_pointer = base;
-    if (UNLIKELY(res == NULL)) {
+    if (UNLIKELY((uintptr_t)res <= (uintptr_t)EMBER_CALL_HAND_OFF)) {
+        if (res == EMBER_CALL_HAND_OFF) {
+            DEOPT_HERE();
+        }
+        stack_pointer = base;
         ERROR();
     }
+    stack_pointer = base;
     stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
     stack_pointer++;
     AFTER_CALL();

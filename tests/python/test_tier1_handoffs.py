@@ -243,3 +243,47 @@ def test_global_guard_miss_at_each_call_does_not_hand_off(tmp_path):
     assert ok == "True"
     assert tier == 1 and handoffs == 0, (tier, handoffs)
     assert back_edges >= 10 * 20000 - 10, back_edges
+
+
+def test_generic_call_hands_off_to_be_specialised(tmp_path):
+    # Compiled at its first call, f's CALL (its only specialisable
+    # instruction, with len passed in) is generic. Its adaptive counter
+    # (kept by the call glue, not the stencil) hands the frame over when it
+    # triggers, and the interpreter specialises it (CALL_LEN). The call to a
+    # Python function in g stays generic (CPython refuses to specialise it
+    # while an evaluator is installed): compiled after the interpreter has
+    # specialised the rest of g, it never hands over.
+    source = """
+        import dis
+        import ember
+
+        def f(fn, xs):
+            return fn(xs)
+
+        def h(n):
+            return n + 1
+
+        def g(n):
+            return h(n)
+
+        t = 0
+        for i in range(3000):
+            t += f(len, [i, i]) + g(i)
+        stats = {s["qualname"]: s for s in ember.stats()["functions"]}
+        ops = {i.opname for i in dis.get_instructions(f, adaptive=True)}
+        print(t, stats["f"]["tier"], stats["f"]["handoffs"], stats["g"]["tier"], stats["g"]["handoffs"],
+              "CALL_LEN" in ops)
+    """
+    for threshold in ("0", None):
+        env = {"EMBER": "1", "EMBER_MAX_TIER": "1"}
+        if threshold is not None:
+            env["EMBER_TIER1_THRESHOLD"] = threshold
+        p = run(source, env, tmp_path)
+        assert p.returncode == 0, p.stderr
+        t, f_tier, f_handoffs, g_tier, g_handoffs, call_len = p.stdout.split()
+        assert int(t) == 3000 * 2 + sum(range(1, 3001))
+        assert f_tier == g_tier == "1" and call_len == "True", p.stdout
+        if threshold == "0":
+            assert 1 <= int(f_handoffs) <= 3, p.stdout
+        else:
+            assert g_handoffs == "0", p.stdout
