@@ -255,6 +255,9 @@ PyObject *ember_call(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStack
 PyObject *ember_call_site(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base, int oparg,
                           void *cache);
 #define EMBER_CALL_HAND_OFF ((PyObject *)1)
+/* ember_send's (tier1/csrc/gen.c) when SEND's adaptive counter says the
+ * interpreter should specialise it now: next to the PySendResult values. */
+#define EMBER_SEND_HAND_OFF 2
 /* tier1/csrc/gen.c; `known`: the callee's record (glue.h) if the caller has it. */
 struct ember_direct_entry;
 PyObject *ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args, int total,

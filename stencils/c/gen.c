@@ -62,16 +62,23 @@ EMBER_STENCIL(YIELD_VALUE)
 EMBER_STENCIL(SEND)
 {
     _PyStackRef receiver = stack_pointer[-2], v = stack_pointer[-1];
-    ADAPTIVE_UNLESS_FAILS(SEND, Py_TYPE(BORROW(receiver)) == &PyGen_Type || Py_TYPE(BORROW(receiver)) == &PyCoro_Type);
     ESCAPE();
     PyObject *retval;
     int status = ember_send(tstate, frame, BORROW(receiver), BORROW(v), &retval, (void *)OPERAND1);
+    /* PYGEN_ERROR or EMBER_SEND_HAND_OFF (the adaptive counter, kept by
+     * ember_send). */
+    if (UNLIKELY((unsigned)status > 1)) {
+        if (status == EMBER_SEND_HAND_OFF) {
+            DEOPT_HERE();
+        }
+        stack_pointer--;
+        SYNC_SP();
+        PyStackRef_CLOSE(v);
+        ERROR();
+    }
     stack_pointer--;
     SYNC_SP();
     PyStackRef_CLOSE(v);
-    if (UNLIKELY(status == PYGEN_ERROR)) {
-        ERROR();
-    }
     stack_pointer[0] = PyStackRef_FromPyObjectSteal(retval);
     stack_pointer++;
     if (status == PYGEN_RETURN) {

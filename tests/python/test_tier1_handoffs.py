@@ -287,3 +287,34 @@ def test_generic_call_hands_off_to_be_specialised(tmp_path):
             assert 1 <= int(f_handoffs) <= 3, p.stdout
         else:
             assert g_handoffs == "0", p.stdout
+
+
+def test_send_to_an_iterator_hands_off_a_bounded_number_of_times(tmp_path):
+    # SEND's adaptive counter (kept by ember_send) hands the frame over when
+    # it triggers, with the receiver, the sent value and the rest of the
+    # stack untouched; the interpreter's attempts to specialise SEND for a
+    # list iterator fail, and after three the counter only backs off.
+    source = """
+        import ember
+
+        # SEND is its only specialisable instruction: no other one hands
+        # the frame over to be specialised.
+        def delegate(it):
+            got = yield from it
+            return got
+
+        def run():
+            out = []
+            for n in range(300):
+                out.append(sum(delegate(iter(list(range(n % 7))))))
+            return out
+
+        out = run()
+        s = next(s for s in ember.stats()["functions"] if s["qualname"] == "delegate")
+        print(sum(out), s["tier"], s["handoffs"])
+    """
+    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1", "EMBER_TIER1_THRESHOLD": "0"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    total, tier, handoffs = map(int, p.stdout.split())
+    assert total == sum(sum(range(n % 7)) for n in range(300))
+    assert tier == 1 and 1 <= handoffs <= 4, p.stdout

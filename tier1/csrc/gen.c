@@ -93,7 +93,9 @@ ember_iternext(PyThreadState *tstate, PyObject *it)
  * is installed, so it never inlines a generator's frame), except that a
  * generator or coroutine receiver is sent to directly (am_send) rather
  * than through its `send` method or tp_iternext and a StopIteration.
- * `site`: the SEND's ember_send_cache, or NULL. */
+ * `site`: the SEND's ember_send_cache, or NULL; with one, it keeps the
+ * SEND's adaptive counter, and may return EMBER_SEND_HAND_OFF having touched
+ * nothing. */
 int
 ember_send(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *receiver, PyObject *v,
            PyObject **result, void *site)
@@ -105,6 +107,13 @@ ember_send(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *receiver
             return status;
         }
         return type->tp_as_async->am_send(receiver, v, result);
+    }
+    /* SEND's adaptive counter (a generator or coroutine receiver would
+     * only back it off: CPython refuses to specialise for one while an
+     * evaluator is installed). */
+    if (site != NULL
+        && UNLIKELY(ember_adaptive_hands_off(tstate, frame, frame->instr_ptr, EMBER_OP_SEND, 0))) {
+        return EMBER_SEND_HAND_OFF;
     }
     PyObject *res;
     if (v == Py_None && PyIter_Check(receiver)) {

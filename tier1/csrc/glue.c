@@ -822,22 +822,13 @@ ember_call_site(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *
             learn_call(tstate, cache, f, total);
         }
     }
-    /* The generic CALL's adaptive counter, as the stencils' ADAPTIVE_UNLESS_FAILS
-     * keeps it (ember_stencil.h), for every call that is not a cached one:
-     * those call Python functions, which CPython's specialiser refuses while
-     * an evaluator is installed (it would back the counter off). */
-    _Py_CODEUNIT *this_instr = frame->instr_ptr;
-    if (this_instr->op.code == EMBER_OP_CALL) {
-        _Py_BackoffCounter counter = this_instr[1].counter;
-        if (UNLIKELY(backoff_counter_triggers(counter))) {
-            int failed = (counter.value_and_backoff & ((1 << BACKOFF_BITS) - 1)) - ADAPTIVE_WARMUP_BACKOFF;
-            int fails = (PyFunction_Check(callable) || PyMethod_Check(callable)) && tstate->interp->eval_frame != NULL;
-            if (!fails && (failed < EMBER_SPECIALISE_ATTEMPTS || ember_may_respecialise(frame))) {
-                return EMBER_CALL_HAND_OFF;
-            }
-            counter = adaptive_counter_backoff(counter);
-        }
-        this_instr[1].counter = advance_backoff_counter(counter);
+    /* The generic CALL's adaptive counter, for every call that is not a
+     * cached one: those call Python functions, which CPython's specialiser
+     * refuses while an evaluator is installed (it would back the counter
+     * off). */
+    if (UNLIKELY(ember_adaptive_hands_off(tstate, frame, frame->instr_ptr, EMBER_OP_CALL,
+                                          PyFunction_Check(callable) || PyMethod_Check(callable)))) {
+        return EMBER_CALL_HAND_OFF;
     }
     return ember_call(tstate, frame, base, oparg, 0);
 }
