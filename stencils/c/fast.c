@@ -68,9 +68,12 @@ PyObject *ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int op
         /* The NULL without a branch when EMBER_PUSHES_NULL is the oparg's \
          * (a branch clang would give a second exit, out of line): written \
          * at [-1] first when there is none, where the attribute goes. */  \
+        /* The reference is made first: with no load between the stores, \
+         * clang drops the NULL's when both go to [-1]. */                 \
+        _PyStackRef attr_ = ember_new_ref(attr_o);                             \
         intptr_t null_ = EMBER_PUSHES_NULL;                                    \
         stack_pointer[null_ - 1] = PyStackRef_NULL;                            \
-        stack_pointer[-1] = ember_new_ref(attr_o);                             \
+        stack_pointer[-1] = attr_;                                             \
         stack_pointer += null_;                                                \
         CLOSE_ESCAPING(owner_);                                                \
         CONTINUE();                                                            \
