@@ -283,22 +283,35 @@ EMBER_STENCIL(JUMP_FORWARD)
  * object's back-edge counter (a uint64_t in its Ember record, reported by
  * ember.stats() as back_edges; one increment per loop iteration). If the
  * instrumentation changed, the interpreter takes over at the jump target,
- * NEXT_INSTR - OPARG. */
+ * NEXT_INSTR - OPARG. The generic form is rewritten as the interpreter
+ * rewrites it at its first run; JUMP_BACKWARD_NO_JIT, what the interpreter
+ * has made of it (CPython's JIT off), has its own stencil without that. */
+#define JUMP_BACKWARD_BODY()                                                     \
+    do {                                                                         \
+        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {             \
+            if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {           \
+                frame->instr_ptr = NEXT_INSTR - OPARG;                           \
+                DEOPT();                                                         \
+            }                                                                    \
+            ESCAPE();                                                            \
+            if (ember_handle_pending(tstate) < 0) {                              \
+                ERROR();                                                         \
+            }                                                                    \
+        }                                                                        \
+        JUMP();                                                                  \
+    } while (0)
+
+EMBER_STENCIL(JUMP_BACKWARD_NO_JIT)
+{
+    ++*(uint64_t *)OPERAND1;
+    JUMP_BACKWARD_BODY();
+}
+
 EMBER_STENCIL(JUMP_BACKWARD)
 {
     ++*(uint64_t *)OPERAND1;
     QUICKEN_TO(JUMP_BACKWARD, tstate->interp->jit ? EMBER_OP_JUMP_BACKWARD_JIT : EMBER_OP_JUMP_BACKWARD_NO_JIT);
-    if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {
-        if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {
-            frame->instr_ptr = NEXT_INSTR - OPARG;
-            DEOPT();
-        }
-        ESCAPE();
-        if (ember_handle_pending(tstate) < 0) {
-            ERROR();
-        }
-    }
-    JUMP();
+    JUMP_BACKWARD_BODY();
 }
 
 EMBER_STENCIL(POP_JUMP_IF_FALSE)
