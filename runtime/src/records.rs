@@ -301,17 +301,19 @@ pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i
 }
 
 /// Hand-offs a code object with a loop may always make to have the interpreter
-/// re-specialise an instruction whose guard keeps failing (or try again to
-/// specialise one whose last attempts failed); past them, one per
-/// `RESPECIALISE_CALLS_PER_HANDOFF` frames run (calls and resumes). The
-/// interpreter re-specialises such an instruction after every ~53 misses;
-/// at a polymorphic site that would hand a frame to the interpreter as
-/// often, each time leaving it the rest of the frame, and tier 1 would
+/// try again to specialise an instruction whose last attempts failed; past
+/// them, one per `RESPECIALISE_CALLS_PER_HANDOFF` frames run (calls and
+/// resumes).
+const RESPECIALISE_FREE_HANDOFFS: u64 = 8;
+/// The same for re-specialising an instruction whose guard keeps failing.
+/// The interpreter re-specialises such an instruction after every ~53
+/// misses; at a polymorphic site that would hand a frame to the interpreter
+/// as often, each time leaving it the rest of the frame, and tier 1 would
 /// recompile for each new specialisation. One: a function called once per
 /// long loop (richards' `schedule`, over four task classes) loses a whole
-/// run of its loop to each hand-off (8 made its 9th to 16th calls run
+/// run of its loop to each hand-off (with 8, its first 8 compiled calls ran
 /// mostly in the interpreter).
-const RESPECIALISE_FREE_HANDOFFS: u64 = 1;
+const RESPECIALISE_FREE_MISS_HANDOFFS: u64 = 1;
 const RESPECIALISE_CALLS_PER_HANDOFF: u64 = 256;
 
 /// Whether the record's code object has a loop (scanned once).
@@ -343,7 +345,7 @@ unsafe fn code_has_loops(code: *mut ffi::PyObject) -> bool {
 
 /// Tier 1's re-specialisation policy (see
 /// `ember_tier1::glue::set_respecialise_policy`): 1 to hand the frame over.
-pub unsafe extern "C" fn may_respecialise(code: *mut core::ffi::c_void) -> i32 {
+pub unsafe extern "C" fn may_respecialise(code: *mut core::ffi::c_void, miss: i32) -> i32 {
     let rec = lookup(code as *mut ffi::PyObject);
     if rec.is_null() {
         return 1;
@@ -356,9 +358,8 @@ pub unsafe extern "C" fn may_respecialise(code: *mut core::ffi::c_void) -> i32 {
         return 1;
     }
     let frames = rec.profile.calls + rec.profile.resumes;
-    if rec.handoffs < RESPECIALISE_FREE_HANDOFFS
-        || rec.handoffs.saturating_mul(RESPECIALISE_CALLS_PER_HANDOFF) < frames
-    {
+    let free = if miss != 0 { RESPECIALISE_FREE_MISS_HANDOFFS } else { RESPECIALISE_FREE_HANDOFFS };
+    if rec.handoffs < free || rec.handoffs.saturating_mul(RESPECIALISE_CALLS_PER_HANDOFF) < frames {
         return 1;
     }
     rec.respecialisations_declined += 1;

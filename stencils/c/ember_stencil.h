@@ -234,7 +234,7 @@ int ember_do_raise(PyThreadState *tstate, PyObject *exc, PyObject *cause);
 int ember_handle_pending(PyThreadState *tstate);
 /* 1 if the interpreter may take over `frame` to re-specialise an
  * instruction whose guard keeps failing (the runtime's budget). */
-int ember_may_respecialise(_PyInterpreterFrame *frame);
+int ember_may_respecialise(_PyInterpreterFrame *frame, int miss);
 /* Ember's PEP 523 evaluator (runtime/src/hook.rs): runs a pushed frame
  * compiled or in the interpreter, counting it. */
 PyObject *ember_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
@@ -304,7 +304,7 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
                               - ADAPTIVE_WARMUP_BACKOFF;                         \
                 if (!((FAILS) && tstate->interp->eval_frame != NULL)            \
                     && (failed_ < EMBER_SPECIALISE_ATTEMPTS                      \
-                        || ember_may_respecialise(frame))) {                     \
+                        || ember_may_respecialise(frame, 0))) {                  \
                     DEOPT_HERE();                                                \
                 }                                                                \
                 counter_ = adaptive_counter_backoff(counter_);                   \
@@ -325,7 +325,7 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
     do {                                                                         \
         _Py_CODEUNIT *this_instr_ = THIS_INSTR;                                  \
         if (UNLIKELY(backoff_counter_triggers(this_instr_[1].counter))) {        \
-            if (ember_may_respecialise(frame)) {                                 \
+            if (ember_may_respecialise(frame, 1)) {                              \
                 DEOPT_HERE();                                                    \
             }                                                                    \
             this_instr_[1].counter = adaptive_counter_cooldown();                \

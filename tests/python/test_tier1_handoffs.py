@@ -293,7 +293,8 @@ def test_send_to_an_iterator_hands_off_a_bounded_number_of_times(tmp_path):
     # SEND's adaptive counter (kept by ember_send) hands the frame over when
     # it triggers, with the receiver, the sent value and the rest of the
     # stack untouched; the interpreter's attempts to specialise SEND for a
-    # list iterator fail, and after three the counter only backs off.
+    # list iterator fail, and after three it hands over only within the
+    # budget of code with a loop (8 hand-offs, then one per 256 frames).
     source = """
         import ember
 
@@ -317,4 +318,4 @@ def test_send_to_an_iterator_hands_off_a_bounded_number_of_times(tmp_path):
     assert p.returncode == 0, p.stderr
     total, tier, handoffs = map(int, p.stdout.split())
     assert total == sum(sum(range(n % 7)) for n in range(300))
-    assert tier == 1 and 1 <= handoffs <= 4, p.stdout
+    assert tier == 1 and 1 <= handoffs <= 8 + 300 // 256 + 1, p.stdout

@@ -32,17 +32,18 @@ ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadSt
     return _PyEval_EvalFrameDefault(tstate, frame, 0);
 }
 
-/* Decides for ember_may_respecialise, with the frame's code object (set by
+/* Decides for ember_may_respecialise, with the frame's code object and
+ * whether the instruction is a specialised one whose guard failed (set by
  * the runtime; without it, always yes). */
-int (*ember_respecialise_policy)(PyObject *code) = NULL;
+int (*ember_respecialise_policy)(PyObject *code, int miss) = NULL;
 
 int
-ember_may_respecialise(_PyInterpreterFrame *frame)
+ember_may_respecialise(_PyInterpreterFrame *frame, int miss)
 {
     if (ember_respecialise_policy == NULL) {
         return 1;
     }
-    return ember_respecialise_policy((PyObject *)_PyFrame_GetCode(frame));
+    return ember_respecialise_policy((PyObject *)_PyFrame_GetCode(frame), miss);
 }
 
 int

@@ -129,7 +129,7 @@ ember_adaptive_hands_off(PyThreadState *tstate, _PyInterpreterFrame *frame, _Py_
     if (UNLIKELY(backoff_counter_triggers(counter))) {
         int failed = (counter.value_and_backoff & ((1 << BACKOFF_BITS) - 1)) - ADAPTIVE_WARMUP_BACKOFF;
         if (!(fails && tstate->interp->eval_frame != NULL)
-            && (failed < EMBER_SPECIALISE_ATTEMPTS || ember_may_respecialise(frame))) {
+            && (failed < EMBER_SPECIALISE_ATTEMPTS || ember_may_respecialise(frame, 0))) {
             return 1;
         }
         counter = adaptive_counter_backoff(counter);
