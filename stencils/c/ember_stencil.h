@@ -294,10 +294,17 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
  * bound methods, and generators and coroutines as FOR_ITER/SEND operands,
  * whenever a PEP 523 evaluator is installed, as Ember's is; it would back
  * the counter off and run the generic instruction. */
-#define ADAPTIVE_UNLESS_FAILS(GENERIC, FAILS)                                    \
+#define ADAPTIVE_UNLESS_FAILS(GENERIC, FAILS) ADAPTIVE_COUNTER(THIS_INSTR, EMBER_OP_##GENERIC, FAILS, DEOPT_HERE())
+
+/* The counter of the still-generic instruction INSTR (opcode GENERIC), as
+ * ADAPTIVE_UNLESS_FAILS keeps it, with HAND_OFF the statement that gives
+ * the frame to the interpreter at INSTR; also for glue that keeps the
+ * counter of its stencil's instruction (tier1/csrc: CALL's, SEND's). A
+ * macro, so that FAILS is evaluated only when the counter triggers. */
+#define ADAPTIVE_COUNTER(INSTR, GENERIC, FAILS, HAND_OFF)                        \
     do {                                                                         \
-        _Py_CODEUNIT *this_instr_ = THIS_INSTR;                                  \
-        if (this_instr_->op.code == EMBER_OP_##GENERIC) {                        \
+        _Py_CODEUNIT *this_instr_ = (INSTR);                                     \
+        if (this_instr_->op.code == (GENERIC)) {                                 \
             _Py_BackoffCounter counter_ = this_instr_[1].counter;                \
             if (UNLIKELY(backoff_counter_triggers(counter_))) {                  \
                 int failed_ = (counter_.value_and_backoff & ((1 << BACKOFF_BITS) - 1)) \
@@ -305,7 +312,7 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
                 if (!((FAILS) && tstate->interp->eval_frame != NULL)            \
                     && (failed_ < EMBER_SPECIALISE_ATTEMPTS                      \
                         || ember_may_respecialise(frame, 0))) {                  \
-                    DEOPT_HERE();                                                \
+                    HAND_OFF;                                                    \
                 }                                                                \
                 counter_ = adaptive_counter_backoff(counter_);                   \
             }                                                                    \

@@ -111,9 +111,8 @@ ember_send(PyThreadState *tstate, _PyInterpreterFrame *frame, PyObject *receiver
     /* SEND's adaptive counter (a generator or coroutine receiver would
      * only back it off: CPython refuses to specialise for one while an
      * evaluator is installed). */
-    if (site != NULL
-        && UNLIKELY(ember_adaptive_hands_off(tstate, frame, frame->instr_ptr, EMBER_OP_SEND, 0))) {
-        return EMBER_SEND_HAND_OFF;
+    if (site != NULL) {
+        ADAPTIVE_COUNTER(frame->instr_ptr, EMBER_OP_SEND, 0, return EMBER_SEND_HAND_OFF);
     }
     PyObject *res;
     if (v == Py_None && PyIter_Check(receiver)) {

@@ -827,10 +827,8 @@ ember_call_site(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *
      * cached one: those call Python functions, which CPython's specialiser
      * refuses while an evaluator is installed (it would back the counter
      * off). */
-    if (UNLIKELY(ember_adaptive_hands_off(tstate, frame, frame->instr_ptr, EMBER_OP_CALL,
-                                          PyFunction_Check(callable) || PyMethod_Check(callable)))) {
-        return EMBER_CALL_HAND_OFF;
-    }
+    ADAPTIVE_COUNTER(frame->instr_ptr, EMBER_OP_CALL, PyFunction_Check(callable) || PyMethod_Check(callable),
+                     return EMBER_CALL_HAND_OFF);
     return ember_call(tstate, frame, base, oparg, 0);
 }
 

@@ -114,30 +114,6 @@ ember_direct_call(PyThreadState *tstate, PyCodeObject *code)
     return d != NULL && ember_direct_enterable(d, code) ? d : NULL;
 }
 
-/* The adaptive counter of the still-generic instruction `instr` (opcode
- * `generic`), kept as the stencils' ADAPTIVE_UNLESS_FAILS keeps it
- * (ember_stencil.h), by glue that keeps it for its stencil: 1 when the
- * interpreter should take the frame over at `instr` to specialise it. */
-static inline __attribute__((always_inline)) int
-ember_adaptive_hands_off(PyThreadState *tstate, _PyInterpreterFrame *frame, _Py_CODEUNIT *instr, int generic,
-                         int fails)
-{
-    if (instr->op.code != generic) {
-        return 0;
-    }
-    _Py_BackoffCounter counter = instr[1].counter;
-    if (UNLIKELY(backoff_counter_triggers(counter))) {
-        int failed = (counter.value_and_backoff & ((1 << BACKOFF_BITS) - 1)) - ADAPTIVE_WARMUP_BACKOFF;
-        if (!(fails && tstate->interp->eval_frame != NULL)
-            && (failed < EMBER_SPECIALISE_ATTEMPTS || ember_may_respecialise(frame, 0))) {
-            return 1;
-        }
-        counter = adaptive_counter_backoff(counter);
-    }
-    instr[1].counter = advance_backoff_counter(counter);
-    return 0;
-}
-
 /* Whether a frame may be entered one level deeper without the interpreter
  * raising RecursionError (Python depth and C stack). */
 static inline __attribute__((always_inline)) int
