@@ -455,7 +455,7 @@ continue_after_send(PyThreadState *tstate, PyGenObject *gen, const uint64_t *ent
         }
         entry = (ember_cont)entries[handler];
     }
-    /* The generator's code object outlives the run (ember_run_generator_frame). */
+    /* The generator's code object outlives the run (ember_enter_compiled). */
     PyObject *res = entry(frame, sp, tstate);
     *presult = res;
     if (res == NULL) {

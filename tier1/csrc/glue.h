@@ -134,37 +134,36 @@ ember_make_current(PyThreadState *tstate, _PyInterpreterFrame *frame)
 
 /* Run `frame` in compiled code starting at `entry` (the stencil for the
  * instruction at frame->instr_ptr). The same bookkeeping as the interpreter's
- * entry: recursion depth, and the frame made current. */
+ * entry: recursion depth, and the frame made current. `hold_code`: take a
+ * reference to the code object for the run. A function's frame may hold the
+ * only one (a function rebound while it runs, whose frame owns the
+ * function): clearing the frame at its return would free the code object,
+ * and with it the compiled code still running that return. A generator's,
+ * coroutine's or async generator's frame needs none: it keeps the reference
+ * when it finishes (_PyFrame_ClearExceptCode), and the generator being run
+ * is held by whoever resumes it. */
 static inline __attribute__((always_inline)) PyObject *
-ember_run_compiled(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
+ember_enter_compiled(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry, int hold_code)
 {
     if (!ember_recursion_headroom(tstate)) {
         /* Let the interpreter raise RecursionError exactly as it would. */
         return _PyEval_EvalFrameDefault(tstate, frame, 0);
     }
     ember_make_current(tstate, frame);
-    /* The frame may hold the only reference to its code object (a function
-     * rebound while it runs, whose frame owns the function): clearing the
-     * frame at its return would free the code object, and with it the
-     * compiled code still running that return. */
+    if (!hold_code) {
+        return entry(frame, frame->stackpointer, tstate);
+    }
     PyObject *code = Py_NewRef((PyObject *)_PyFrame_GetCode(frame));
     PyObject *res = entry(frame, frame->stackpointer, tstate);
     Py_DECREF(code);
     return res;
 }
 
-/* ember_run_compiled for a generator's, coroutine's or async generator's
- * frame, whose code object lives at least as long as the generator: its
- * frame keeps the reference when it finishes (_PyFrame_ClearExceptCode),
- * and the generator being run is held by whoever resumes it. */
+/* ember_enter_compiled for any frame. */
 static inline __attribute__((always_inline)) PyObject *
-ember_run_generator_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
+ember_run_compiled(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
 {
-    if (!ember_recursion_headroom(tstate)) {
-        return _PyEval_EvalFrameDefault(tstate, frame, 0);
-    }
-    ember_make_current(tstate, frame);
-    return entry(frame, frame->stackpointer, tstate);
+    return ember_enter_compiled(tstate, frame, entry, 1);
 }
 
 /* A suspended generator's or coroutine's frame being resumed (instr_ptr
@@ -190,7 +189,7 @@ ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_send
         uint64_t index = (uint64_t)(frame->instr_ptr - _PyCode_CODE(code));
         if (index != 0 && index < d->n_entries && d->entries[index] != 0) {
             ++*d->resumes;
-            return ember_run_generator_frame(tstate, frame, (ember_cont)d->entries[index]);
+            return ember_enter_compiled(tstate, frame, (ember_cont)d->entries[index], 0);
         }
     }
     return _PyEval_EvalFrame(tstate, frame, 0);
