@@ -72,6 +72,8 @@ pub struct CodeRecord {
     /// a failed guard, an adaptive counter that triggered, or
     /// instrumentation switched on).
     pub handoffs: u64,
+    /// Of them, those allowed for `retry::HOPELESS` (see `may_respecialise`).
+    pub hopeless_handoffs: u64,
     /// Times its compiled code did not hand a frame over for the interpreter
     /// to specialise an instruction again (`may_respecialise`).
     pub respecialisations_declined: u64,
@@ -251,6 +253,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         recompiles: 0,
         handed_off: false,
         handoffs: 0,
+        hopeless_handoffs: 0,
         respecialisations_declined: 0,
         has_loops: None,
         work_at_compile: 0,
@@ -303,7 +306,15 @@ pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i
 /// Hand-offs a code object with a loop may always make to have the interpreter
 /// try again to specialise an instruction whose last attempts failed; past
 /// them, one per `RESPECIALISE_CALLS_PER_HANDOFF` frames run (calls and
-/// resumes).
+/// resumes). An instruction whose attempts have failed so often in a row
+/// that CPython likely does not specialise its operands (`retry::HOPELESS`:
+/// a float `**` in nbody's loop, whose function runs once per iteration)
+/// gets one free hand-off of its own (`RESPECIALISE_FREE_HOPELESS_HANDOFFS`),
+/// whatever other hand-offs the code made: with 8 in all, each of a
+/// program's first 8 runs of such a loop went mostly to the interpreter.
+/// Not none: the failures may have come from a passing state (test_opcache's
+/// `test_store_attr_with_hint` stores a new attribute into each object in
+/// the first call, an existing one from the second on, which specialises).
 const RESPECIALISE_FREE_HANDOFFS: u64 = 8;
 /// The same for re-specialising an instruction whose guard keeps failing.
 /// The interpreter re-specialises such an instruction after every ~53
@@ -314,6 +325,7 @@ const RESPECIALISE_FREE_HANDOFFS: u64 = 8;
 /// run of its loop to each hand-off (with 8, its first 8 compiled calls ran
 /// mostly in the interpreter).
 const RESPECIALISE_FREE_MISS_HANDOFFS: u64 = 1;
+const RESPECIALISE_FREE_HOPELESS_HANDOFFS: u64 = 1;
 const RESPECIALISE_CALLS_PER_HANDOFF: u64 = 256;
 
 /// Whether the record's code object has a loop (scanned once).
@@ -345,7 +357,8 @@ unsafe fn code_has_loops(code: *mut ffi::PyObject) -> bool {
 
 /// Tier 1's re-specialisation policy (see
 /// `ember_tier1::glue::set_respecialise_policy`): 1 to hand the frame over.
-pub unsafe extern "C" fn may_respecialise(code: *mut core::ffi::c_void, miss: i32) -> i32 {
+pub unsafe extern "C" fn may_respecialise(code: *mut core::ffi::c_void, why: i32) -> i32 {
+    use ember_tier1::glue::retry;
     let rec = lookup(code as *mut ffi::PyObject);
     if rec.is_null() {
         return 1;
@@ -358,8 +371,19 @@ pub unsafe extern "C" fn may_respecialise(code: *mut core::ffi::c_void, miss: i3
         return 1;
     }
     let frames = rec.profile.calls + rec.profile.resumes;
-    let free = if miss != 0 { RESPECIALISE_FREE_MISS_HANDOFFS } else { RESPECIALISE_FREE_HANDOFFS };
-    if rec.handoffs < free || rec.handoffs.saturating_mul(RESPECIALISE_CALLS_PER_HANDOFF) < frames {
+    let allowed = match why {
+        retry::HOPELESS => {
+            let allowed = rec.hopeless_handoffs < RESPECIALISE_FREE_HOPELESS_HANDOFFS
+                || (rec.handoffs + 1).saturating_mul(RESPECIALISE_CALLS_PER_HANDOFF) <= frames;
+            rec.hopeless_handoffs += allowed as u64;
+            allowed
+        }
+        _ => {
+            let free = if why == retry::MISS { RESPECIALISE_FREE_MISS_HANDOFFS } else { RESPECIALISE_FREE_HANDOFFS };
+            rec.handoffs < free || rec.handoffs.saturating_mul(RESPECIALISE_CALLS_PER_HANDOFF) < frames
+        }
+    };
+    if allowed {
         return 1;
     }
     rec.respecialisations_declined += 1;

@@ -24,6 +24,7 @@ const HOLE_SYMBOLS: &[(&str, HoleValue)] = &[
     ("_EMBER_THIS_INSTR", HoleValue::ThisInstr),
     ("_EMBER_DISPATCH_INSTR", HoleValue::DispatchInstr),
     ("_EMBER_NEXT_INSTR", HoleValue::NextInstr),
+    ("_EMBER_SITE", HoleValue::Site),
     ("_EMBER_CONTINUE", HoleValue::Continue),
     ("_EMBER_JUMP", HoleValue::Jump),
     ("_EMBER_ERROR", HoleValue::Error),

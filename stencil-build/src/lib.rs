@@ -156,6 +156,7 @@ pub fn hole_value_name(value: HoleValue) -> &'static str {
         HoleValue::ThisInstr => "ThisInstr",
         HoleValue::DispatchInstr => "DispatchInstr",
         HoleValue::NextInstr => "NextInstr",
+        HoleValue::Site => "Site",
         HoleValue::Continue => "Continue",
         HoleValue::Jump => "Jump",
         HoleValue::Error => "Error",

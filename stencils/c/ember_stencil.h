@@ -45,6 +45,10 @@ extern char _EMBER_OPERAND1_U32[];
 extern char _EMBER_THIS_INSTR[];
 extern char _EMBER_DISPATCH_INSTR[];
 extern char _EMBER_NEXT_INSTR[];
+/* The instruction's site cache: memory of its own, zeroed when it is
+ * compiled (its size per instruction: tier1/src/compile.rs,
+ * site_cache_words). */
+extern char _EMBER_SITE[];
 
 /* Continuation holes. Hidden visibility: a direct jmp/b, not a GOT load. */
 #define EMBER_HIDDEN __attribute__((visibility("hidden")))
@@ -98,6 +102,7 @@ ember_oparg(void)
 #define THIS_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_THIS_INSTR))
 #define DISPATCH_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_DISPATCH_INSTR))
 #define NEXT_INSTR ((_Py_CODEUNIT *)ember_hole(_EMBER_NEXT_INSTR))
+#define SITE ((void *)ember_hole(_EMBER_SITE))
 
 #define CONTINUE() __attribute__((musttail)) return _EMBER_CONTINUE(frame, stack_pointer, tstate)
 #define JUMP() __attribute__((musttail)) return _EMBER_JUMP(frame, stack_pointer, tstate)
@@ -232,9 +237,18 @@ PyObject *ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, 
 /* Steals exc and cause; returns 1 for a bare re-raise (no new traceback). */
 int ember_do_raise(PyThreadState *tstate, PyObject *exc, PyObject *cause);
 int ember_handle_pending(PyThreadState *tstate);
-/* 1 if the interpreter may take over `frame` to re-specialise an
- * instruction whose guard keeps failing (the runtime's budget). */
-int ember_may_respecialise(_PyInterpreterFrame *frame, int miss);
+/* 1 if the interpreter may take over `frame` to specialise an instruction
+ * (the runtime's budget), for one of these reasons (tier1/src/glue.rs,
+ * `retry`): */
+int ember_may_respecialise(_PyInterpreterFrame *frame, int why);
+/* a generic instruction whose last attempts failed; */
+#define EMBER_RETRY_GENERIC 0
+/* a specialised instruction whose guard keeps failing; */
+#define EMBER_RETRY_MISS 1
+/* a generic instruction whose last EMBER_SPECIALISE_HOPELESS attempts or
+ * more failed: its operands are of kinds CPython does not specialise for
+ * (`x ** y` on floats). */
+#define EMBER_RETRY_HOPELESS 2
 /* Ember's PEP 523 evaluator (runtime/src/hook.rs): runs a pushed frame
  * compiled or in the interpreter, counting it. */
 PyObject *ember_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
@@ -282,11 +296,13 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
  * No hand-off where the attempt is known to fail (FAILS, below), nor where
  * it has failed EMBER_SPECIALISE_ATTEMPTS times in a row (the counter's
  * backoff exponent counts them) and the code object has used up its budget
- * of hand-offs (ember_may_respecialise): the counter backs off as after a
+ * of hand-offs (ember_may_respecialise; a smaller one once it has failed
+ * EMBER_SPECIALISE_HOPELESS times): the counter backs off as after a
  * failed attempt, and the instruction runs generically. A hand-off leaves
  * the rest of the frame to the interpreter -- all of a long loop, when the
  * frame is a function's only call. */
 #define EMBER_SPECIALISE_ATTEMPTS 3
+#define EMBER_SPECIALISE_HOPELESS 6
 #define ADAPTIVE(GENERIC) ADAPTIVE_UNLESS_FAILS(GENERIC, 0)
 
 /* ADAPTIVE for an instruction whose specialisation is known to fail when
@@ -311,7 +327,8 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
                               - ADAPTIVE_WARMUP_BACKOFF;                         \
                 if (!((FAILS) && tstate->interp->eval_frame != NULL)            \
                     && (failed_ < EMBER_SPECIALISE_ATTEMPTS                      \
-                        || ember_may_respecialise(frame, 0))) {                  \
+                        || ember_may_respecialise(frame, failed_ >= EMBER_SPECIALISE_HOPELESS \
+                                                             ? EMBER_RETRY_HOPELESS : EMBER_RETRY_GENERIC))) { \
                     HAND_OFF;                                                    \
                 }                                                                \
                 counter_ = adaptive_counter_backoff(counter_);                   \
@@ -332,7 +349,7 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
     do {                                                                         \
         _Py_CODEUNIT *this_instr_ = THIS_INSTR;                                  \
         if (UNLIKELY(backoff_counter_triggers(this_instr_[1].counter))) {        \
-            if (ember_may_respecialise(frame, 1)) {                              \
+            if (ember_may_respecialise(frame, EMBER_RETRY_MISS)) {               \
                 DEOPT_HERE();                                                    \
             }                                                                    \
             this_instr_[1].counter = adaptive_counter_cooldown();                \

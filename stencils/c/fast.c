@@ -144,8 +144,86 @@ live_type_version(const _Py_CODEUNIT *instr, int op)
     return instr->op.code == op ? live_u32(instr, 1) : 0;
 }
 
+/* A polymorphic site's own cache (SITE): the type versions it met besides
+ * the compiled one, each with what the interpreter's specialisation for
+ * that type held, most recent first. The interpreter specialises a site
+ * for one type at a time (the live cache), so a site cycling over a few
+ * types would keep missing and handing frames over to be specialised
+ * again; an entry is copied from the live cache when a miss finds the
+ * type there, and once each type has been seen the site stops missing. A
+ * type version names one state of one type and is never given to another,
+ * so an entry holds for as long as its version matches (as the compiled
+ * operands do). Empty entries have version 0, which no type has. */
+#define EMBER_PIC_ENTRIES 4
+
+typedef struct {
+    uint32_t version;
+    uint32_t offset;
+} ember_attr_entry;
+typedef struct {
+    ember_attr_entry e[EMBER_PIC_ENTRIES];
+} ember_attr_pic;
+_Static_assert(sizeof(ember_attr_pic) == 4 * 8, "site_cache_words(LOAD_ATTR_INSTANCE_VALUE, STORE_ATTR_INSTANCE_VALUE)");
+
+typedef struct {
+    uint32_t version;
+    uint32_t keys_version;
+    PyObject *descr;
+} ember_method_entry;
+typedef struct {
+    ember_method_entry e[EMBER_PIC_ENTRIES];
+} ember_method_pic;
+_Static_assert(sizeof(ember_method_pic) == 8 * 8, "site_cache_words(LOAD_ATTR_METHOD_WITH_VALUES)");
+
+/* The entry for `version` (not 0), or NULL. */
+#define PIC_FIND(PIC, VERSION)                                                   \
+    ({                                                                           \
+        __typeof__(&(PIC)->e[0]) found_ = NULL;                                  \
+        for (int k_ = 0; k_ < EMBER_PIC_ENTRIES; k_++) {                         \
+            if ((PIC)->e[k_].version == (VERSION)) {                             \
+                found_ = &(PIC)->e[k_];                                          \
+                break;                                                           \
+            }                                                                    \
+        }                                                                        \
+        found_;                                                                  \
+    })
+
+/* Makes ENTRY the first entry, dropping the last. */
+#define PIC_ADD(PIC, ENTRY)                                                      \
+    do {                                                                         \
+        for (int k_ = EMBER_PIC_ENTRIES - 1; k_ > 0; k_--) {                     \
+            (PIC)->e[k_] = (PIC)->e[k_ - 1];                                     \
+        }                                                                        \
+        (PIC)->e[0] = (ENTRY);                                                   \
+    } while (0)
+
+/* The byte offset of an instance value for a type with `version` (not the
+ * compiled one) at an instance-value site specialised as `op`: from the
+ * site's cache, else from the live cache (then entered in the site's);
+ * 0, where no value is, when neither has it. */
+static inline __attribute__((always_inline)) uintptr_t
+attr_pic_offset(void *site, const _Py_CODEUNIT *instr, unsigned int version, int op)
+{
+    if (version == 0) {
+        return 0;
+    }
+    ember_attr_pic *pic = (ember_attr_pic *)site;
+    const ember_attr_entry *e = PIC_FIND(pic, version);
+    if (e == NULL) {
+        /* Live cache: type version at 1, offset at 3. */
+        if (version != live_type_version(instr, op)) {
+            return 0;
+        }
+        ember_attr_entry entry = {version, instr[4].cache};
+        PIC_ADD(pic, entry);
+        e = &pic->e[0];
+    }
+    return e->offset;
+}
+
 /* A method for a call, on an instance with inline values. OPERAND0: type
- * version, shared keys version in the high half; OPERAND1: the function. */
+ * version, shared keys version in the high half; OPERAND1: the function.
+ * SITE: other types' (ember_method_pic). */
 EMBER_STENCIL(LOAD_ATTR_METHOD_WITH_VALUES)
 {
     PyObject *owner_o = BORROW(stack_pointer[-1]);
@@ -153,14 +231,24 @@ EMBER_STENCIL(LOAD_ATTR_METHOD_WITH_VALUES)
     uintptr_t versions = OPERAND0;
     PyObject *descr = (PyObject *)OPERAND1;
     if (UNLIKELY(tp->tp_version_tag != lo32(versions))) {
-        /* Live cache: type version at 1, keys version at 3, descriptor at 5. */
-        const _Py_CODEUNIT *instr = THIS_INSTR;
         unsigned int version = tp->tp_version_tag;
-        if (version == 0 || version != live_type_version(instr, EMBER_OP_LOAD_ATTR_METHOD_WITH_VALUES)) {
+        if (version == 0) {
             LOAD_ATTR_GENERIC();
         }
-        versions = (uintptr_t)version | ((uintptr_t)live_u32(instr, 3) << 32);
-        descr = (PyObject *)(uintptr_t)live_u64(instr, 5);
+        ember_method_pic *pic = (ember_method_pic *)SITE;
+        const ember_method_entry *e = PIC_FIND(pic, version);
+        if (e == NULL) {
+            /* Live cache: type version at 1, keys version at 3, descriptor at 5. */
+            const _Py_CODEUNIT *instr = THIS_INSTR;
+            if (version != live_type_version(instr, EMBER_OP_LOAD_ATTR_METHOD_WITH_VALUES)) {
+                LOAD_ATTR_GENERIC();
+            }
+            ember_method_entry entry = {version, live_u32(instr, 3), (PyObject *)(uintptr_t)live_u64(instr, 5)};
+            PIC_ADD(pic, entry);
+            e = &pic->e[0];
+        }
+        versions = (uintptr_t)version | ((uintptr_t)e->keys_version << 32);
+        descr = e->descr;
     }
     if (LIKELY(values_valid(owner_o) && cached_keys_version_is(tp, hi32(versions)))) {
         LOAD_ATTR_METHOD_RESULT(descr);
@@ -322,7 +410,8 @@ versioned_entry(PyObject *dict, uint32_t version, uintptr_t index)
         CONTINUE();                                                            \
     } while (0)
 
-/* OPERAND0: type version; OPERAND1: byte offset of the value in the object. */
+/* OPERAND0: type version; OPERAND1: byte offset of the value in the object.
+ * SITE: other types' (ember_attr_pic). */
 EMBER_STENCIL(STORE_ATTR_INSTANCE_VALUE)
 {
     _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
@@ -330,12 +419,10 @@ EMBER_STENCIL(STORE_ATTR_INSTANCE_VALUE)
     unsigned int version = Py_TYPE(owner_o)->tp_version_tag;
     uintptr_t offset = OPERAND1_U32;
     if (UNLIKELY(version != (uint32_t)OPERAND0_U32)) {
-        /* Live cache: type version at 1, offset at 3. */
-        const _Py_CODEUNIT *instr = THIS_INSTR;
-        if (version == 0 || version != live_type_version(instr, EMBER_OP_STORE_ATTR_INSTANCE_VALUE)) {
+        offset = attr_pic_offset(SITE, THIS_INSTR, version, EMBER_OP_STORE_ATTR_INSTANCE_VALUE);
+        if (offset == 0) {
             STORE_ATTR_GENERIC();
         }
-        offset = instr[4].cache;
     }
     if (LIKELY(_PyObject_GetManagedDict(owner_o) == NULL && values_valid(owner_o))) {
         PyObject **value_ptr = (PyObject **)((char *)owner_o + offset);

@@ -58,13 +58,13 @@ EMBER_STENCIL(YIELD_VALUE)
 /* (receiver, v -- receiver, retval): send v to the delegate of a
  * `yield from`/`await`. What it yields is pushed for the YIELD_VALUE that
  * follows; what it returns is pushed and control goes to the END_SEND
- * (tier 1 points JUMP there). OPERAND1: the site's ember_send_cache. */
+ * (tier 1 points JUMP there). SITE: the site's ember_send_cache. */
 EMBER_STENCIL(SEND)
 {
     _PyStackRef receiver = stack_pointer[-2], v = stack_pointer[-1];
     ESCAPE();
     PyObject *retval;
-    int status = ember_send(tstate, frame, BORROW(receiver), BORROW(v), &retval, (void *)OPERAND1);
+    int status = ember_send(tstate, frame, BORROW(receiver), BORROW(v), &retval, SITE);
     /* PYGEN_ERROR or EMBER_SEND_HAND_OFF (the adaptive counter, kept by
      * ember_send). */
     if (UNLIKELY((unsigned)status > 1)) {

@@ -58,9 +58,20 @@ INT_BINOP(BINARY_OP_ADD_INT, _PyLong_Add)
 INT_BINOP(BINARY_OP_SUBTRACT_INT, _PyLong_Subtract)
 INT_BINOP(BINARY_OP_MULTIPLY_INT, _PyLong_Multiply)
 
+/* An exact int CPython converts to a float exactly (a compact one: under
+ * 2**30), as float arithmetic with an int operand does. */
+static inline __attribute__((always_inline)) int
+is_small_exact_int(PyObject *o)
+{
+    return PyLong_CheckExact(o) && _PyLong_IsCompact((PyLongObject *)o);
+}
+
 /* Exact floats: the operands closed before the result is made, by their
  * type's deallocator, as the interpreter does (_PyFloat_FromDouble_ConsumeInputs):
- * a float freed here is the one the result reuses. */
+ * a float freed here is the one the result reuses. A small int on one side
+ * (a sum that starts at 0) gives the same float as the generic path, and is
+ * not counted as a miss: the interpreter would re-specialise for it every
+ * ~53 times, and compiled code in a loop would hand frames over for that. */
 #define FLOAT_BINOP(NAME, OP)                                                  \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
@@ -80,6 +91,15 @@ INT_BINOP(BINARY_OP_MULTIPLY_INT, _PyLong_Multiply)
             stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);              \
             stack_pointer++;                                                   \
             CONTINUE();                                                        \
+        }                                                                      \
+        if (PyFloat_CheckExact(l) ? is_small_exact_int(r)                      \
+                                  : PyFloat_CheckExact(r) && is_small_exact_int(l)) { \
+            double a = PyFloat_CheckExact(l) ? PyFloat_AS_DOUBLE(l)            \
+                                             : (double)_PyLong_CompactValue((PyLongObject *)l); \
+            double b = PyFloat_CheckExact(r) ? PyFloat_AS_DOUBLE(r)            \
+                                             : (double)_PyLong_CompactValue((PyLongObject *)r); \
+            res = PyFloat_FromDouble(a OP b);                                  \
+            BINARY_EPILOGUE(res);                                              \
         }                                                                      \
         ADAPTIVE_MISS();                                                       \
         res = ((binaryfunc)OPERAND0)(l, r);                                    \
@@ -420,7 +440,7 @@ EMBER_STENCIL(POP_ITER)
         }                                                              \
     } while (0)
 
-/* (callable, self_or_null, args[oparg] -- res). OPERAND1: the site's call
+/* (callable, self_or_null, args[oparg] -- res). SITE: the site's call
  * cache. The adaptive counter is kept by ember_call_site, off the stencil's
  * common path. */
 EMBER_STENCIL(CALL)
@@ -428,7 +448,7 @@ EMBER_STENCIL(CALL)
     int oparg = OPARG;
     _PyStackRef *base = stack_pointer - oparg - 2;
     ESCAPE();
-    PyObject *res = ember_call_site(tstate, frame, base, oparg, (void *)OPERAND1);
+    PyObject *res = ember_call_site(tstate, frame, base, oparg, SITE);
     if (UNLIKELY((uintptr_t)res <= (uintptr_t)EMBER_CALL_HAND_OFF)) {
         if (res == EMBER_CALL_HAND_OFF) {
             DEOPT_HERE();

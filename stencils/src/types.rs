@@ -43,6 +43,9 @@ pub enum HoleValue {
     /// first `EXTENDED_ARG` prefix if it has any, else `ThisInstr`.
     DispatchInstr,
     NextInstr,
+    /// The address of this instruction's site cache: memory of its own
+    /// that its code may read and write (tier 1 allocates it, zeroed).
+    Site,
     Continue,
     Jump,
     Error,

@@ -230,6 +230,71 @@ def test_load_attr_methods():
     assert "AttributeError: 'int' object has no attribute 'm'" in out.stdout
 
 
+def test_polymorphic_attribute_sites():
+    # Loads, stores and method loads that see four classes in turn, with the
+    # attribute at different offsets: the sites' caches fill with the
+    # interpreter's specialisations for each class (loop-free functions hand
+    # frames over as it re-specialises). Then an entry's class changes
+    # (a property, a new method), an instance's values move to a dict, an
+    # instance shadows a method, an attribute is deleted: each must take the
+    # generic path, as the interpreter would.
+    out = check("""
+        class A:
+            def __init__(self, v): self.v = v; self.w = -v
+            def m(self): return ("A", self.v)
+        class B(A):
+            def __init__(self, v): self.pad = 0; self.w = 10 * v; self.v = v
+            def m(self): return ("B", self.v)
+        class C:
+            def __init__(self, v): self.x1 = 1; self.x2 = 2; self.v = v
+            def m(self): return ("C", self.v)
+        class D(C):
+            def m(self): return ("D", self.v)
+
+        def get(o):
+            return o.v
+        def put(o, x):
+            o.v = x
+        def call(o):
+            return o.m()
+
+        objs = [A(1), B(2), C(3), D(4)]
+        total = 0
+        for i in range(2000):
+            o = objs[i % 4]
+            put(o, get(o) % 5 + 1)
+            total += call(o)[1]
+        print(total, [get(o) for o in objs], [call(o) for o in objs])
+        B.v = property(lambda self: "B.v property", lambda self, x: print("set B.v", x))
+        print([get(o) for o in objs])
+        put(objs[1], 99)
+        old_m = D.m
+        D.m = lambda self: ("D new", self.v)
+        print([call(o) for o in objs])
+        c = C(5)
+        c.__dict__ = {"v": "from dict"}
+        print(get(c), call(c))
+        put(c, "stored in dict")
+        print(c.__dict__)
+        d = D(6)
+        d.m = lambda: "instance m"
+        print(call(d), call(D(7)))
+        a = A(8)
+        del a.v
+        try:
+            get(a)
+        except AttributeError as e:
+            print("AttributeError:", e)
+        put(a, "back")
+        print(get(a), [call(o) for o in objs])
+    """, {"get": {"LOAD_ATTR_INSTANCE_VALUE"}, "put": {"STORE_ATTR_INSTANCE_VALUE"},
+          "call": {"LOAD_ATTR_METHOD_WITH_VALUES"}})
+    assert "B.v property" in out.stdout and "set B.v 99" in out.stdout
+    assert "('D new', 4)" in out.stdout and "from dict ('C', 'from dict')" in out.stdout
+    assert "instance m ('D new', 7)" in out.stdout
+    assert "AttributeError: 'A' object has no attribute 'v'" in out.stdout
+
+
 def test_load_attr_class_and_nondescriptor():
     out = check("""
         class Meta(type):
@@ -758,6 +823,41 @@ def test_for_iter_list_break_and_reuse():
 
 
 # ---- Comparisons and membership ---------------------------------------
+
+
+def test_float_arithmetic_with_an_int_operand():
+    # The float stencils compute a float and a small exact int themselves
+    # (a sum that starts at 0): the same float as the generic path, signed
+    # zeros included. Large ints, bools and int subclasses take the generic
+    # path; two ints must stay ints.
+    out = check("""
+        def arith(a, b):
+            return a + b, a - b, a * b
+
+        def total(values):
+            t = 0
+            for v in values:
+                t += v * 0.5
+            return t
+
+        for i in range(20):
+            arith(1.5, 2.5); total([1.5, 2.5])
+        print(arith(3, 0.5), arith(0.5, 3), arith(0, -0.0), arith(-0.0, 0))
+        print(arith(2 ** 29, 1.5), arith(-(2 ** 30) + 1, 0.1), arith(2 ** 40, 1.5), arith(1.5, 10 ** 30))
+        print(arith(True, 1.5), arith(1.5, False), arith(3, 4), arith(2 ** 62, 1.0))
+        class I(int):
+            def __add__(self, other):
+                return "I.__add__"
+        print(arith(I(3), 0.5), arith(0.5, I(3)))
+        print(total([1, 2.5, 3]), total(range(10)), total([0.1] * 10))
+        try:
+            arith(1.5, 10 ** 400)
+        except OverflowError as e:
+            print("OverflowError:", e)
+    """, {"arith": {"BINARY_OP_ADD_FLOAT", "BINARY_OP_SUBTRACT_FLOAT", "BINARY_OP_MULTIPLY_FLOAT"},
+          "total": {"BINARY_OP_ADD_FLOAT", "BINARY_OP_MULTIPLY_FLOAT"}})
+    assert "(3.5, 2.5, 1.5) (3.5, -2.5, 1.5) (0.0, 0.0, -0.0) (0.0, -0.0, -0.0)" in out.stdout
+    assert "I.__add__" in out.stdout and "OverflowError" in out.stdout
 
 
 def test_compare_float_and_str():

@@ -33,17 +33,16 @@ ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadSt
 }
 
 /* Decides for ember_may_respecialise, with the frame's code object and
- * whether the instruction is a specialised one whose guard failed (set by
- * the runtime; without it, always yes). */
-int (*ember_respecialise_policy)(PyObject *code, int miss) = NULL;
+ * the reason (EMBER_RETRY_*; set by the runtime; without it, always yes). */
+int (*ember_respecialise_policy)(PyObject *code, int why) = NULL;
 
 int
-ember_may_respecialise(_PyInterpreterFrame *frame, int miss)
+ember_may_respecialise(_PyInterpreterFrame *frame, int why)
 {
     if (ember_respecialise_policy == NULL) {
         return 1;
     }
-    return ember_respecialise_policy((PyObject *)_PyFrame_GetCode(frame), miss);
+    return ember_respecialise_policy((PyObject *)_PyFrame_GetCode(frame), why);
 }
 
 int

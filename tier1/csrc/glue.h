@@ -42,8 +42,7 @@ typedef struct {
 #define EMBER_CALL_CACHE_RELEARN 16
 
 /* A SEND's memory of the code object of the generator or coroutine it last
- * resumed (the same memory as an ember_call_cache: tier 1 allocates one
- * kind of site cache). Code versions are unique to their code object and
+ * resumed. Code versions are unique to their code object and
  * never 0, so a match means that code object, and `direct` its record,
  * alive as long as it is. */
 typedef struct {
@@ -51,7 +50,9 @@ typedef struct {
     uint32_t unused;
     ember_direct_entry *direct;
 } ember_send_cache;
-_Static_assert(sizeof(ember_send_cache) == sizeof(ember_call_cache), "tier 1 allocates one size of site cache");
+/* Their sizes in words, as tier 1 allocates them (site_cache_words). */
+_Static_assert(sizeof(ember_call_cache) == 2 * 8, "site_cache_words(CALL)");
+_Static_assert(sizeof(ember_send_cache) == 2 * 8, "site_cache_words(SEND)");
 
 /* The runtime's table of records by code object (profiler/src/ptrmap.rs,
  * RawMap), republished after every insertion (ember_set_records); and the

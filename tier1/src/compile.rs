@@ -174,9 +174,11 @@ struct OpInfo {
     extra: bool,
     /// It is RERAISE (its OPERAND1 defaults to the entry table).
     reraise: bool,
-    /// Its stencil (the generic CALL's, SEND's) takes the address of its own
-    /// [`SiteCache`] as OPERAND1.
-    site_cache: bool,
+    /// Cache units after the counter that [`opcode_signature`] covers.
+    signed_caches: u8,
+    /// Words of site cache its stencils use (through their SITE hole; see
+    /// [`site_cache_words`]).
+    site_words: u8,
     /// Its stencil has a `__NULL` variant, for an odd oparg.
     null_variant: bool,
     /// Bytes of its program's code without and with the trailing jump, and
@@ -194,6 +196,7 @@ fn op_infos() -> [OpInfo; 256] {
         OpInfo {
             base,
             caches: opcodes::caches(base).min(255) as u8,
+            signed_caches: signed_caches()[op as usize],
             class: Class::of(op),
             jump: JumpRule::of(op),
             prog: NO_PROG,
@@ -201,7 +204,7 @@ fn op_infos() -> [OpInfo; 256] {
             ok: false,
             extra: false,
             reraise: false,
-            site_cache: false,
+            site_words: 0,
             null_variant: false,
             short_len: 0,
             full_len: 0,
@@ -213,7 +216,7 @@ fn op_infos() -> [OpInfo; 256] {
 /// [`decode`] into `out` (cleared first), each instruction with its line
 /// (from `linetable`); marks in `targets` (one byte per code unit) the
 /// units jumps go to. Returns [`opcode_signature`] and the number of generic
-/// CALLs and SENDs (each gets a [`SiteCache`]).
+/// words of site cache its instructions need.
 fn decode_into(
     bytecode: &[u16],
     linetable: &[u8],
@@ -223,7 +226,7 @@ fn decode_into(
     targets: &mut Vec<u8>,
 ) -> Result<(u64, usize), Refusal> {
     let n = bytecode.len();
-    let mut cached_sites = 0;
+    let mut site_words = 0;
     out.clear();
     out.reserve(n);
     targets.clear();
@@ -243,11 +246,11 @@ fn decode_into(
         }
         let op = &ops[opcode as usize];
         let caches = op.caches as usize;
-        cached_sites += op.site_cache as usize;
+        site_words += op.site_words as usize;
         h = fnv(h, opcode as u64);
-        // The cache entries after the counter.
+        // The cache entries after the counter (those signed).
         let mut c = i + 2;
-        let end = (i + 1 + caches).min(n);
+        let end = (c + op.signed_caches as usize).min(n);
         while c < end {
             h = fnv(h, bytecode[c] as u64);
             c += 1;
@@ -282,7 +285,7 @@ fn decode_into(
         out.push(instr);
         i = next;
     }
-    Ok((h, cached_sites))
+    Ok((h, site_words))
 }
 
 /// The source line of code units in increasing order, read from a
@@ -357,20 +360,45 @@ fn fnv(h: u64, v: u64) -> u64 {
 /// counters (each cache's first entry) left out: it changes when the
 /// interpreter specialises, despecialises or re-specialises an instruction
 /// (new type versions, dict versions), which is when recompiling gives other
-/// stencils or other guard values.
+/// stencils or other guard values. Not the caches of instructions whose
+/// stencils follow a re-specialisation for another type by themselves
+/// ([`follows_respecialisation`]).
 pub fn opcode_signature(bytecode: &[u16]) -> u64 {
+    let signed = signed_caches();
     let mut h = FNV_OFFSET;
     let mut i = 0;
     while i < bytecode.len() {
         let op = (bytecode[i] & 0xff) as u8;
         h = fnv(h, op as u64);
-        let caches = opcodes::caches(opcodes::deopt(op));
-        for unit in bytecode.iter().skip(i + 2).take(caches.saturating_sub(1)) {
+        for unit in bytecode.iter().skip(i + 2).take(signed[op as usize] as usize) {
             h = fnv(h, *unit as u64);
         }
-        i += 1 + caches;
+        i += 1 + opcodes::caches(opcodes::deopt(op));
     }
     h
+}
+
+/// Instructions whose stencils keep a polymorphic site cache, filled from
+/// the interpreter's re-specialisations for other types (stencils/c/fast.c,
+/// ember_attr_pic, ember_method_pic): new cache values there need no
+/// recompilation, which would empty the site caches.
+fn follows_respecialisation(name: &str) -> bool {
+    matches!(name, "LOAD_ATTR_INSTANCE_VALUE" | "STORE_ATTR_INSTANCE_VALUE" | "LOAD_ATTR_METHOD_WITH_VALUES")
+}
+
+/// Per opcode, the cache units after the counter that the signature covers.
+fn signed_caches() -> &'static [u8; 256] {
+    static TABLE: std::sync::OnceLock<[u8; 256]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        core::array::from_fn(|op| {
+            let op = op as u8;
+            if follows_respecialisation(name_of(op)) {
+                0
+            } else {
+                opcodes::caches(opcodes::deopt(op)).saturating_sub(1).min(255) as u8
+            }
+        })
+    })
 }
 
 pub(crate) fn name_of(op: u8) -> &'static str {
@@ -416,12 +444,22 @@ fn read_svarint(table: &[u8], i: &mut usize) -> i32 {
 
 /// What a site learnt at run time, written only by its glue: a generic
 /// CALL's `ember_call_cache` (the last Python function it called directly),
-/// a SEND's `ember_send_cache` (the code object it last resumed); csrc/glue.h
-/// explains both, and asserts they are this size. Zeroed, it matches nothing.
-#[repr(C)]
-#[derive(Default)]
-pub struct SiteCache {
-    words: [u64; 2],
+/// a SEND's `ember_send_cache` (the code object it last resumed), both in
+/// csrc/glue.h; an attribute load's polymorphic cache (`ember_attr_pic`,
+/// `ember_method_pic` in stencils/c/ember_stencil.h). Each asserts its size
+/// in words, the one given here. Zeroed, a site cache matches nothing.
+fn site_cache_words(name: &str) -> u8 {
+    match name {
+        "CALL" | "SEND" => 2,
+        "LOAD_ATTR_INSTANCE_VALUE" | "STORE_ATTR_INSTANCE_VALUE" => 4,
+        "LOAD_ATTR_METHOD_WITH_VALUES" => 8,
+        _ => 0,
+    }
+}
+
+/// The program, or its cold part, has a SITE hole.
+fn uses_site(prog: &Prog) -> bool {
+    prog.holes.iter().any(|h| h.src == Src::Site) || prog.cold.as_deref().is_some_and(uses_site)
 }
 
 /// A compiled code object.
@@ -429,11 +467,10 @@ pub struct Compiled {
     block: Block,
     /// The entry table (its address is in the code: never reallocated).
     entries: Box<[u64]>,
-    /// One per generic CALL and SEND, written by their glue (csrc/glue.c,
-    /// ember_call_site; csrc/gen.c, ember_send): the compiled code holds
-    /// their addresses.
+    /// The site caches, back to back (see [`site_cache_words`]): the
+    /// compiled code holds their addresses, and it and its glue write them.
     #[allow(dead_code)]
-    site_caches: Box<[core::cell::UnsafeCell<SiteCache>]>,
+    site_caches: Box<[core::cell::UnsafeCell<u64>]>,
     /// Bytes of machine code (stencils, exits and cold parts, without
     /// trampolines or data).
     pub code_bytes: usize,
@@ -569,6 +606,8 @@ struct Item {
     line_check: bool,
     operand0: Option<u64>,
     operand1: Option<u64>,
+    /// Its site cache's address.
+    site: Option<u64>,
     jump: Target,
 }
 
@@ -646,12 +685,21 @@ impl Compiler {
         for (op, info) in ops.iter_mut().enumerate() {
             info.reraise = Some(info.base) == reraise;
             if let Some(name) = select_by_name(op as u8) {
-                info.site_cache = name == "CALL" || name == "SEND";
+                info.site_words = site_cache_words(name);
                 use_prog(info, programs.by_name(name).unwrap_or(NO_PROG));
                 if let Some(variant) = programs.by_name(&format!("{name}__NULL")) {
                     info.null_variant = true;
                     null_ops[op] = *info;
                     use_prog(&mut null_ops[op], variant);
+                }
+                // A stencil that would use a site cache it does not get
+                // is not used (its instruction is refused as unsupported).
+                for info in [&mut *info, &mut null_ops[op]] {
+                    let prog = programs.all().get(info.prog as usize);
+                    if info.site_words == 0 && prog.is_some_and(uses_site) {
+                        info.prog = NO_PROG;
+                        info.ok = false;
+                    }
                 }
             }
         }
@@ -704,7 +752,7 @@ impl Compiler {
         // their cache misses overlap rather than follow one another.
         prefetch(info.bytecode.as_ptr() as *const u8, 2 * n_units);
         prefetch(info.linetable.as_ptr(), info.linetable.len());
-        let (signature, n_cached_sites) = decode_into(
+        let (signature, n_site_words) = decode_into(
             info.bytecode,
             info.linetable,
             info.first_line,
@@ -800,8 +848,7 @@ impl Compiler {
         let mut entries = vec![0u64; n_units].into_boxed_slice();
         let mut ids = vec![0u16; n].into_boxed_slice();
         let entries_addr = entries.as_ptr() as u64;
-        let site_caches: Box<[_]> =
-            (0..n_cached_sites).map(|_| core::cell::UnsafeCell::new(SiteCache::default())).collect();
+        let site_caches: Box<[_]> = (0..n_site_words).map(|_| core::cell::UnsafeCell::new(0u64)).collect();
         let mut next_site_cache = site_caches.as_ptr() as u64;
 
         // Copy and patch, into a staging buffer of the block's size: each
@@ -876,6 +923,7 @@ impl Compiler {
                     line_check: true,
                     operand0: Some(line_version),
                     operand1: None,
+                    site: None,
                     jump: Target::None,
                 };
                 // It continues into its instruction's code.
@@ -894,11 +942,14 @@ impl Compiler {
             if operand1.is_none() && op.reraise {
                 operand1 = Some(entries_addr);
             }
-            if op.site_cache {
-                operand1 = Some(next_site_cache);
-                next_site_cache += core::mem::size_of::<SiteCache>() as u64;
-            }
             let mut avail = INSTR;
+            let site = (op.site_words > 0).then(|| {
+                let at = next_site_cache;
+                next_site_cache += 8 * op.site_words as u64;
+                values[slot::SITE as usize] = at;
+                avail |= 1 << slot::SITE;
+                at
+            });
             let jump = match op.jump {
                 JumpRule::None => Target::None,
                 rule => match operands::jump(instr, rule) {
@@ -934,6 +985,7 @@ impl Compiler {
                 line_check: false,
                 operand0,
                 operand1,
+                site,
                 jump,
             };
             // Stencils are laid out back to back: what follows is the next
@@ -969,6 +1021,7 @@ impl Compiler {
                 line_check: false,
                 operand0: Some(entries_addr),
                 operand1: None,
+                site: None,
                 jump: Target::None,
             };
             let avail = ALWAYS | 1 << slot::OPERAND0;
@@ -1187,6 +1240,7 @@ impl Compiler {
                     bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.dispatch as u64
                 }
                 HoleValue::NextInstr => bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.next as u64,
+                HoleValue::Site => item.site.ok_or_else(|| missing("a site cache"))?,
                 HoleValue::Continue => base + item.cont_off as u64,
                 HoleValue::Jump => match item.jump {
                     Target::Unit(t) => match cx.unit_off.get(t as usize) {
@@ -1252,6 +1306,7 @@ fn patch_general(
                 info.bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.dispatch as u64
             }
             Src::NextInstr => info.bytecode_addr + 2 * instr.ok_or_else(|| missing("an instruction"))?.next as u64,
+            Src::Site => item.site.ok_or_else(|| missing("a site cache"))?,
             Src::Continue => {
                 if !item.line_check {
                     let i = instr.ok_or_else(|| missing("a next instruction"))?;

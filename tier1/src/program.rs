@@ -21,6 +21,7 @@ pub enum Src {
     ThisInstr,
     DispatchInstr,
     NextInstr,
+    Site,
     Continue,
     Jump,
     Error,
@@ -54,7 +55,9 @@ pub mod slot {
     pub const REGION: u8 = 13;
     /// Where the placed stencil's cold part is.
     pub const COLD: u8 = 14;
-    pub const COUNT: usize = 15;
+    /// The instruction's site cache.
+    pub const SITE: u8 = 15;
+    pub const COUNT: usize = 16;
 }
 
 /// A hole left to patch per compilation.
@@ -259,6 +262,7 @@ fn build(
             HoleValue::ThisInstr => Src::ThisInstr,
             HoleValue::DispatchInstr => Src::DispatchInstr,
             HoleValue::NextInstr => Src::NextInstr,
+            HoleValue::Site => Src::Site,
             HoleValue::Continue => Src::Continue,
             HoleValue::Jump => Src::Jump,
             HoleValue::Error => Src::Error,
@@ -346,6 +350,7 @@ fn slot_of(src: Src) -> u8 {
         Src::ThisInstr => slot::THIS_INSTR,
         Src::DispatchInstr => slot::DISPATCH_INSTR,
         Src::NextInstr => slot::NEXT_INSTR,
+        Src::Site => slot::SITE,
         Src::Continue => slot::CONTINUE,
         Src::Jump => slot::JUMP,
         Src::Error => slot::ERROR,

@@ -42,3 +42,20 @@ fn caches_are_skipped_and_signed() {
     code[2] = 77; // a cached value
     assert_ne!(opcode_signature(&code), sig);
 }
+
+#[test]
+fn caches_of_polymorphic_sites_are_not_signed() {
+    // LOAD_ATTR_INSTANCE_VALUE's stencil keeps a site cache that follows the
+    // interpreter's re-specialisations for other types: a new type version
+    // in the inline cache is no reason to recompile; another opcode is.
+    let specialised = op("LOAD_ATTR_INSTANCE_VALUE");
+    let caches = opcodes::caches(op("LOAD_ATTR") as u8);
+    let mut code = vec![specialised];
+    code.extend(std::iter::repeat_n(0u16, caches));
+    code.push(op("NOP"));
+    let sig = opcode_signature(&code);
+    code[2] = 77; // the type version
+    assert_eq!(opcode_signature(&code), sig);
+    code[0] = op("LOAD_ATTR_SLOT");
+    assert_ne!(opcode_signature(&code), sig);
+}
