@@ -66,8 +66,16 @@ is_small_exact_int(PyObject *o)
     return PyLong_CheckExact(o) && _PyLong_IsCompact((PyLongObject *)o);
 }
 
-/* Exact floats: the operands closed before the result is made, by their
- * type's deallocator, as the interpreter does (_PyFloat_FromDouble_ConsumeInputs):
+/* The float in REF holds the result VALUE if the stack's reference is its
+ * only one (a temporary: `dx * dx + dy * dy`): nothing else can see it
+ * change, and no float is freed and made again. */
+#define FLOAT_REUSE(REF, VALUE)                                                  \
+    (PyStackRef_RefcountOnObject(REF) && BITS_TO_PTR(REF)->ob_refcnt == 1        \
+     && (((PyFloatObject *)BITS_TO_PTR(REF))->ob_fval = (VALUE), 1))
+
+/* Exact floats: the result goes into an operand that only the stack holds,
+ * else the operands are closed before the result is made, by their type's
+ * deallocator, as the interpreter does (_PyFloat_FromDouble_ConsumeInputs):
  * a float freed here is the one the result reuses. A small int on one side
  * (a sum that starts at 0) gives the same float as the generic path, and is
  * not counted as a miss: the interpreter would re-specialise for it every
@@ -82,11 +90,21 @@ is_small_exact_int(PyObject *o)
         if (LIKELY(PyFloat_CheckExact(l) && PyFloat_CheckExact(r))) {          \
             double value = PyFloat_AS_DOUBLE(l) OP PyFloat_AS_DOUBLE(r);       \
             stack_pointer -= 2;                                                \
-            CLOSE_EXACT(lhs, _PyFloat_ExactDealloc);                           \
-            CLOSE_EXACT(rhs, _PyFloat_ExactDealloc);                           \
-            res = PyFloat_FromDouble(value);                                   \
-            if (UNLIKELY(res == NULL)) {                                       \
-                ERROR();                                                       \
+            if (FLOAT_REUSE(lhs, value)) {                                     \
+                CLOSE_EXACT(rhs, _PyFloat_ExactDealloc);                       \
+                res = l;                                                       \
+            }                                                                  \
+            else if (FLOAT_REUSE(rhs, value)) {                                \
+                CLOSE_EXACT(lhs, _PyFloat_ExactDealloc);                       \
+                res = r;                                                       \
+            }                                                                  \
+            else {                                                             \
+                CLOSE_EXACT(lhs, _PyFloat_ExactDealloc);                       \
+                CLOSE_EXACT(rhs, _PyFloat_ExactDealloc);                       \
+                res = PyFloat_FromDouble(value);                               \
+                if (UNLIKELY(res == NULL)) {                                   \
+                    ERROR();                                                   \
+                }                                                              \
             }                                                                  \
             stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);              \
             stack_pointer++;                                                   \

@@ -860,6 +860,50 @@ def test_float_arithmetic_with_an_int_operand():
     assert "I.__add__" in out.stdout and "OverflowError" in out.stdout
 
 
+def test_float_arithmetic_reuses_only_temporaries():
+    # A float operand whose only reference is the stack's holds the result
+    # (no float freed and made again). One referenced from anywhere else --
+    # a local, a list, a global, a closure, the other operand -- must stay
+    # unchanged and distinct from the result.
+    out = check("""
+        def ops(a, b, c, d):
+            t = (a * b) + (c * d)        # two temporaries
+            u = (a - b) * (a - b)        # a temporary, then both operands temporaries
+            v = a + 0.0                  # `a` is a local: not reused
+            w = v * 1.0                  # `v` is a local
+            return t, u, v, w, v is w, v is a, a, b
+
+        def in_list(l):
+            x = l[0] * 2.0               # the list holds l[0]
+            l[0] += 1.0
+            return x, l
+
+        g = 1.25
+        def with_global():
+            h = g * 2.0
+            return h, g
+
+        def closure():
+            k = 3.5
+            def inner():
+                return k * 2.0
+            return inner(), k
+
+        for _ in range(20):
+            ops(1.5, 2.5, 3.5, 4.5); in_list([1.5]); with_global(); closure()
+        print(ops(1.5, 2.5, 3.5, 4.5), ops(-0.0, 0.0, 1e308, 10.0))
+        l = [0.5]
+        keep = l[0]
+        print(in_list(l), keep, l[0] is keep)
+        print(with_global(), closure(), g)
+        same = 2.5
+        print(same * same, same + same, same)
+    """, {"ops": {"BINARY_OP_ADD_FLOAT", "BINARY_OP_SUBTRACT_FLOAT", "BINARY_OP_MULTIPLY_FLOAT"},
+          "in_list": {"BINARY_OP_MULTIPLY_FLOAT", "BINARY_OP_ADD_FLOAT"}})
+    assert "(1.5, 2.5, 3.5, 4.5)" not in out.stdout
+    assert "False, False, 1.5, 2.5)" in out.stdout and "inf" in out.stdout
+
+
 def test_compare_float_and_str():
     out = check("""
         def cmp_all(a, b):
