@@ -199,12 +199,15 @@ fn extract_stencil(
         builder.relocate(index)?;
     }
 
-    let Builder { code, data, data_align, placed, mut code_holes, mut data_holes, got_continuation, .. } = builder;
+    let Builder { mut code, data, data_align, placed, mut code_holes, mut data_holes, got_continuation, .. } = builder;
     code_holes.sort_by_key(|h| h.offset);
     data_holes.sort_by_key(|h| h.offset);
     // Only when the function's own section is all the code: dropping the
     // final jump must not drop a helper laid out after it.
     let only_home = placed.values().filter(|p| p.blob == Blob::Code).count() == 1;
+    if only_home {
+        swap_tail_branches(target, &mut code, &mut code_holes);
+    }
     let trailing_continue = if only_home { target.trailing_continue(&code, &resolved_for_tail(&code_holes)) } else { None };
     if code.len() > u32::MAX as usize || data.len() > u32::MAX as usize {
         return Err("is larger than 4 GiB".into());
@@ -224,6 +227,29 @@ fn extract_stencil(
 }
 
 /// The holes with known values only (enough to recognise a trailing jump).
+/// `jcc Continue; jmp X` at the end of the code becomes `j!cc X; jmp
+/// Continue` (see [`Target::tail_branch_pair`]): the same branches, with a
+/// final jump to the continuation that tier 1 drops.
+fn swap_tail_branches(target: Target, code: &mut [u8], holes: &mut [RawHole]) {
+    let Some((cond_field, jump_field)) = target.tail_branch_pair(code) else {
+        return;
+    };
+    let pc32 = |h: &RawHole| h.kind == RelocKind::X86_64_PC32 && h.addend == -4;
+    let is_continue = |h: &RawHole| matches!(h.value, RawValue::Known(HoleValue::Continue));
+    let (Some(c), Some(j)) =
+        (holes.iter().position(|h| h.offset == cond_field), holes.iter().position(|h| h.offset == jump_field))
+    else {
+        return;
+    };
+    if !(pc32(&holes[c]) && pc32(&holes[j]) && is_continue(&holes[c]) && !is_continue(&holes[j])) {
+        return;
+    }
+    let jump_value = holes[j].value.clone();
+    holes[j].value = holes[c].value.clone();
+    holes[c].value = jump_value;
+    target.invert_branch(code, cond_field);
+}
+
 fn resolved_for_tail(holes: &[RawHole]) -> Vec<Hole> {
     holes
         .iter()

@@ -171,6 +171,34 @@ impl Target {
         }
     }
 
+    /// Where code ends with a conditional branch followed by an unconditional
+    /// one (x86-64 `jcc rel32; jmp rel32`): the offsets of their
+    /// displacement fields. clang often ends `if (c) JUMP(); CONTINUE();`
+    /// with `jcc Continue; jmp Jump`; with the condition inverted and the
+    /// targets swapped, the final jump is to Continue, which tier 1 drops
+    /// for the next stencil to follow. None on aarch64 (not done there).
+    pub(crate) fn tail_branch_pair(self, code: &[u8]) -> Option<(u32, u32)> {
+        match self {
+            Target::X86_64 => {
+                let jmp = code.len().checked_sub(5)?;
+                let jcc = jmp.checked_sub(6)?;
+                (code[jmp] == 0xE9 && code[jcc] == 0x0F && code[jcc + 1] & 0xF0 == 0x80)
+                    .then_some((jcc as u32 + 2, jmp as u32 + 1))
+            }
+            Target::Aarch64 => None,
+        }
+    }
+
+    /// Inverts the condition of the conditional branch whose displacement
+    /// field is at `field` (one of [`Target::tail_branch_pair`]).
+    pub(crate) fn invert_branch(self, code: &mut [u8], field: u32) {
+        match self {
+            // x86 condition codes come in pairs that differ in the low bit.
+            Target::X86_64 => code[field as usize - 1] ^= 1,
+            Target::Aarch64 => unreachable!("no tail branch pairs on aarch64"),
+        }
+    }
+
     /// The offset of a final jump to `_EMBER_CONTINUE` that tier 1 may drop:
     /// x86-64 `jmp rel32` (E9) whose displacement is the PC32 hole; aarch64
     /// `b` (not `bl`) whose JUMP26 hole is the last instruction.
@@ -345,6 +373,21 @@ mod tests {
         assert!(a.reloc_kind(elf::R_AARCH64_PREL32.0).is_err());
         // Another machine's numbers are not ours.
         assert!(a.reloc_kind(elf::R_X86_64_64.0).is_err());
+    }
+
+    #[test]
+    fn tail_branch_pair_x86_64() {
+        let t = Target::X86_64;
+        // jne rel32; jmp rel32 at the end: the fields at 3 and 8.
+        let mut code = vec![0x90, 0x0f, 0x85, 0, 0, 0, 0, 0xe9, 0, 0, 0, 0];
+        assert_eq!(t.tail_branch_pair(&code), Some((3, 8)));
+        t.invert_branch(&mut code, 3);
+        assert_eq!(code[2], 0x84); // je
+        // Not at the end, or not a jcc/jmp pair: none.
+        assert_eq!(t.tail_branch_pair(&[0x0f, 0x85, 0, 0, 0, 0, 0xe9, 0, 0, 0, 0, 0xc3]), None);
+        assert_eq!(t.tail_branch_pair(&[0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xe9, 0, 0, 0, 0]), None);
+        assert_eq!(t.tail_branch_pair(&[0xe9, 0, 0, 0, 0]), None);
+        assert_eq!(Target::Aarch64.tail_branch_pair(&code), None);
     }
 
     #[test]

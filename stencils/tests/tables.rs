@@ -49,3 +49,17 @@ fn holes_lie_in_their_blobs_and_symbols_resolve() {
         }
     }
 }
+
+#[test]
+fn conditional_jumps_fall_through_to_the_next_instruction() {
+    // clang ends `if (c) JUMP(); CONTINUE();` with `jcc Continue; jmp Jump`;
+    // stencil-build inverts it (x86-64) so that the final jump, to the next
+    // instruction, can be dropped: the not-taken path runs straight on.
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    for name in ["POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE"] {
+        let s = ember_stencils::lookup(name).unwrap();
+        assert!(s.trailing_continue.is_some(), "{name} does not end with a jump to the next instruction");
+    }
+}
