@@ -204,8 +204,8 @@ EMBER_STENCIL(COMPARE_OP)
 }
 
 /* Specialised int comparison: both compact ints; OPERAND1 = mask of
- * outcomes (1: less, 2: greater, 8: equal) that mean true, computed by tier 1
- * (operands.rs compare_mask). */
+ * outcomes (1: less, 2: equal, 4: greater) that mean true, computed by tier 1
+ * (operands.rs compare_mask): a shift picks the outcome's bit. */
 EMBER_STENCIL(COMPARE_OP_INT)
 {
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
@@ -214,8 +214,8 @@ EMBER_STENCIL(COMPARE_OP_INT)
                && _PyLong_IsCompact((PyLongObject *)l) && _PyLong_IsCompact((PyLongObject *)r))) {
         Py_ssize_t a = _PyLong_CompactValue((PyLongObject *)l);
         Py_ssize_t b = _PyLong_CompactValue((PyLongObject *)r);
-        int outcome = (a < b) ? 1 : (a > b) ? 2 : 8;
-        int truth = (outcome & (int)OPERAND1) != 0;
+        /* The outcome's bit: 0 less, 1 equal, 2 greater. */
+        int truth = (OPERAND1_U32 >> (1 + (a > b) - (a < b))) & 1;
         stack_pointer -= 2;
         CLOSE_EXACT(lhs, _PyLong_ExactDealloc);
         CLOSE_EXACT(rhs, _PyLong_ExactDealloc);

@@ -904,6 +904,42 @@ def test_float_arithmetic_reuses_only_temporaries():
     assert "False, False, 1.5, 2.5)" in out.stdout and "inf" in out.stdout
 
 
+def test_compare_int_every_comparison():
+    # COMPARE_OP_INT takes the comparison from a mask tier 1 computes from
+    # the oparg: each of the six, on values less than, equal to and greater
+    # than each other, negative and zero included, as a value and as a
+    # branch; large ints and bools (not compact, not exact) take the
+    # generic path.
+    out = check("""
+        def lt(a, b): return a < b
+        def le(a, b): return a <= b
+        def eq(a, b): return a == b
+        def ne(a, b): return a != b
+        def gt(a, b): return a > b
+        def ge(a, b): return a >= b
+        def branch(a, b):
+            r = []
+            if a < b: r.append("<")
+            if a <= b: r.append("<=")
+            if a == b: r.append("==")
+            if a != b: r.append("!=")
+            if a > b: r.append(">")
+            if a >= b: r.append(">=")
+            return " ".join(r)
+
+        funcs = [lt, le, eq, ne, gt, ge]
+        for _ in range(20):
+            for f in funcs:
+                f(1, 2)
+            branch(1, 2)
+        pairs = [(1, 2), (2, 1), (3, 3), (-5, 4), (4, -5), (0, 0), (-7, -7), (-(2 ** 30) + 1, 2 ** 30 - 1),
+                 (2 ** 40, 1), (1, 2 ** 40), (True, 1), (2, False)]
+        for a, b in pairs:
+            print(a, b, [f(a, b) for f in funcs], branch(a, b))
+    """, {name: {"COMPARE_OP_INT"} for name in ("lt", "le", "eq", "ne", "gt", "ge", "branch")})
+    assert "3 3 [False, True, True, False, False, True] <= == >=" in out.stdout
+
+
 def test_compare_float_and_str():
     out = check("""
         def cmp_all(a, b):

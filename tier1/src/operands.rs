@@ -259,16 +259,16 @@ fn cache_u32(instr: &Instr, info: &CodeInfo<'_>, entry: usize) -> Option<u32> {
     Some(u32::from(lo) | (u32::from(hi) << 16))
 }
 
-/// Outcome bits of `COMPARE_OP_INT` (stencils/c/ops.c): 1 less, 2 greater,
-/// 8 equal; the mask says which outcomes make the comparison true.
+/// Outcome bits of `COMPARE_OP_INT` (stencils/c/ops.c): 1 less, 2 equal,
+/// 4 greater; the mask says which outcomes make the comparison true.
 fn compare_mask(op: u32) -> Option<u64> {
     Some(match op {
         0 => 1,     // <
-        1 => 1 | 8, // <=
-        2 => 8,     // ==
-        3 => 1 | 2, // !=
-        4 => 2,     // >
-        5 => 2 | 8, // >=
+        1 => 1 | 2, // <=
+        2 => 2,     // ==
+        3 => 1 | 4, // !=
+        4 => 4,     // >
+        5 => 4 | 2, // >=
         _ => return None,
     })
 }
