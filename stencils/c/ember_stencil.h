@@ -246,8 +246,8 @@ int ember_may_respecialise(_PyInterpreterFrame *frame, int why);
 /* a specialised instruction whose guard keeps failing; */
 #define EMBER_RETRY_MISS 1
 /* a generic instruction whose last EMBER_SPECIALISE_HOPELESS attempts or
- * more failed: its operands are of kinds CPython does not specialise for
- * (`x ** y` on floats). */
+ * more failed: its operands are likely of kinds CPython does not
+ * specialise for (`x ** y` on floats). */
 #define EMBER_RETRY_HOPELESS 2
 /* Ember's PEP 523 evaluator (runtime/src/hook.rs): runs a pushed frame
  * compiled or in the interpreter, counting it. */

@@ -904,6 +904,33 @@ def test_float_arithmetic_reuses_only_temporaries():
     assert "False, False, 1.5, 2.5)" in out.stdout and "inf" in out.stdout
 
 
+def test_int_arithmetic_small_and_large_results():
+    # BINARY_OP_{ADD,SUBTRACT,MULTIPLY}_INT combine compact ints themselves:
+    # a result from -5 to 256 is CPython's cached object (the same one the
+    # interpreter gives), any other a new int of the same value; operands
+    # that are not compact (2**30 and beyond) or not exact take the calls.
+    out = check("""
+        def add(a, b): return a + b
+        def sub(a, b): return a - b
+        def mul(a, b): return a * b
+
+        for i in range(20):
+            add(i, 1); sub(i, 1); mul(i, 2)
+        small = [-5, 0, 1, 255, 256]
+        cases = [(250, 6), (250, 7), (-3, -2), (-3, -3), (0, 0), (2 ** 29, 2 ** 29), (2 ** 30 - 1, 1),
+                 (-(2 ** 30) + 1, -(2 ** 30) + 1), (2 ** 30, 1), (2 ** 62, 2 ** 62), (True, 2), (3, False)]
+        for a, b in cases:
+            r = [add(a, b), sub(a, b), mul(a, b)]
+            print(a, b, r, [type(x).__name__ for x in r], [any(x is s for s in small) for x in r])
+        big = 2 ** 29
+        print(mul(big, big), mul(-big, big), sub(-big, big), add(-big, -big))
+        x = 300
+        y = add(x, 0)
+        print(y == x, y is x)
+    """, {"add": {"BINARY_OP_ADD_INT"}, "sub": {"BINARY_OP_SUBTRACT_INT"}, "mul": {"BINARY_OP_MULTIPLY_INT"}})
+    assert "250 6 [256, 244, 1500]" in out.stdout and "[True, False, False]" in out.stdout
+
+
 def test_compare_int_every_comparison():
     # COMPARE_OP_INT takes the comparison from a mask tier 1 computes from
     # the oparg: each of the six, on values less than, equal to and greater

@@ -71,7 +71,8 @@ pub mod retry {
     /// Again, a specialised instruction whose guard keeps failing.
     pub const MISS: i32 = 1;
     /// Once more, a generic instruction whose attempts have failed so often
-    /// in a row that its operands are of kinds CPython does not specialise.
+    /// in a row that its operands are likely of kinds CPython does not
+    /// specialise.
     pub const HOPELESS: i32 = 2;
 }
 
