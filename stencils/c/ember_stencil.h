@@ -183,13 +183,23 @@ ember_new_ref(PyObject *obj)
     } while (0)
 /* Py_DECREF_MORTAL(OBJ) of a mortal object, BEFORE_FREE done first when
  * the object is about to be freed (the rare path); otherwise a plain
- * decrement. */
+ * decrement. An exact float or int is freed by its type's own deallocator,
+ * as CLOSE_EXACT frees it, without BEFORE_FREE (no code of the program
+ * runs): a local overwritten in a loop of arithmetic frees one each time. */
 #define DECREF_MORTAL_THEN(OBJ, BEFORE_FREE)                                     \
     do {                                                                         \
         PyObject *o_ = (OBJ);                                                    \
         if (UNLIKELY(o_->ob_refcnt == 1)) {                                      \
-            BEFORE_FREE;                                                         \
-            Py_DECREF_MORTAL(o_);                                                \
+            if (Py_TYPE(o_) == &PyFloat_Type) {                                  \
+                Py_DECREF_MORTAL_SPECIALIZED(o_, _PyFloat_ExactDealloc);         \
+            }                                                                    \
+            else if (Py_TYPE(o_) == &PyLong_Type) {                              \
+                Py_DECREF_MORTAL_SPECIALIZED(o_, _PyLong_ExactDealloc);          \
+            }                                                                    \
+            else {                                                               \
+                BEFORE_FREE;                                                     \
+                Py_DECREF_MORTAL(o_);                                            \
+            }                                                                    \
         }                                                                        \
         else {                                                                   \
             EMBER_DECREF_ALIVE(o_);                                              \

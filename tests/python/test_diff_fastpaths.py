@@ -931,6 +931,38 @@ def test_int_arithmetic_small_and_large_results():
     assert "250 6 [256, 244, 1500]" in out.stdout and "[True, False, False]" in out.stdout
 
 
+def test_overwritten_locals_free_floats_ints_and_others():
+    # A local overwritten in a loop frees its old value: an exact float or
+    # int through its type's own deallocator, anything else (a subclass
+    # with a finaliser included) the generic way, with the frame state the
+    # finaliser may look at.
+    out = check("""
+        import sys
+
+        class F(float):
+            def __del__(self):
+                print("del F", float(self), sys._getframe(1).f_code.co_name)
+        class I(int):
+            def __del__(self):
+                print("del I", int(self))
+
+        def churn(n, make):
+            total = 0.0
+            for i in range(n):
+                x = make(i)          # the previous x is freed here
+                total += float(x)
+                y = i * 1000003      # a large int, freed at the next store
+            x = None
+            return total, y
+
+        for _ in range(12):
+            churn(20, float)
+        print(churn(50, lambda i: i * 0.5), churn(50, lambda i: 10 ** 12 + i))
+        print(churn(3, F), churn(3, I))
+    """, {"churn": {"STORE_FAST"}})
+    assert "del F 0.0 churn" in out.stdout and "del I 2" in out.stdout
+
+
 def test_compare_int_every_comparison():
     # COMPARE_OP_INT takes the comparison from a mask tier 1 computes from
     # the oparg: each of the six, on values less than, equal to and greater
