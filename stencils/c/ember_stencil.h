@@ -182,24 +182,14 @@ ember_new_ref(PyObject *obj)
         }                                                                        \
     } while (0)
 /* Py_DECREF_MORTAL(OBJ) of a mortal object, BEFORE_FREE done first when
- * the object is about to be freed (the rare path); otherwise a plain
- * decrement. An exact float or int is freed by its type's own deallocator,
- * as CLOSE_EXACT frees it, without BEFORE_FREE (no code of the program
- * runs): a local overwritten in a loop of arithmetic frees one each time. */
+ * the object is about to be freed (the rare path, through
+ * ember_decref_last); otherwise a plain decrement. */
 #define DECREF_MORTAL_THEN(OBJ, BEFORE_FREE)                                     \
     do {                                                                         \
         PyObject *o_ = (OBJ);                                                    \
         if (UNLIKELY(o_->ob_refcnt == 1)) {                                      \
-            if (Py_TYPE(o_) == &PyFloat_Type) {                                  \
-                Py_DECREF_MORTAL_SPECIALIZED(o_, _PyFloat_ExactDealloc);         \
-            }                                                                    \
-            else if (Py_TYPE(o_) == &PyLong_Type) {                              \
-                Py_DECREF_MORTAL_SPECIALIZED(o_, _PyLong_ExactDealloc);          \
-            }                                                                    \
-            else {                                                               \
-                BEFORE_FREE;                                                     \
-                Py_DECREF_MORTAL(o_);                                            \
-            }                                                                    \
+            BEFORE_FREE;                                                         \
+            ember_decref_last(o_);                                               \
         }                                                                        \
         else {                                                                   \
             EMBER_DECREF_ALIVE(o_);                                              \
@@ -247,6 +237,12 @@ PyObject *ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, 
 /* Steals exc and cause; returns 1 for a bare re-raise (no new traceback). */
 int ember_do_raise(PyThreadState *tstate, PyObject *exc, PyObject *cause);
 int ember_handle_pending(PyThreadState *tstate);
+/* Py_DECREF_MORTAL of the last reference to a mortal object. An exact
+ * float or int is freed by its type's own deallocator, as CLOSE_EXACT and
+ * the interpreter's specialised instructions free them, not through
+ * _Py_Dealloc: a local overwritten in a loop of arithmetic frees one each
+ * time. */
+void ember_decref_last(PyObject *o);
 /* 1 if the interpreter may take over `frame` to specialise an instruction
  * (the runtime's budget), for one of these reasons (tier1/src/glue.rs,
  * `retry`): */

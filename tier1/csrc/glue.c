@@ -45,6 +45,21 @@ ember_may_respecialise(_PyInterpreterFrame *frame, int why)
     return ember_respecialise_policy((PyObject *)_PyFrame_GetCode(frame), why);
 }
 
+void
+ember_decref_last(PyObject *o)
+{
+    PyTypeObject *type = Py_TYPE(o);
+    if (type == &PyFloat_Type) {
+        Py_DECREF_MORTAL_SPECIALIZED(o, _PyFloat_ExactDealloc);
+    }
+    else if (type == &PyLong_Type) {
+        Py_DECREF_MORTAL_SPECIALIZED(o, _PyLong_ExactDealloc);
+    }
+    else {
+        Py_DECREF_MORTAL(o);
+    }
+}
+
 int
 ember_handle_pending(PyThreadState *tstate)
 {
