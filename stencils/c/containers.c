@@ -484,12 +484,13 @@ ember_compact_index(PyObject *sub, Py_ssize_t size, Py_ssize_t *index)
 EMBER_STENCIL(BINARY_OP_SUBSCR_TUPLE_INT)
 {
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
-    PyObject *l = BORROW(lhs);
-    Py_ssize_t index;
-    if (LIKELY(PyTuple_CheckExact(l) && ember_compact_index(BORROW(rhs), PyTuple_GET_SIZE(l), &index))) {
-        PyObject *res = Py_NewRef(PyTuple_GET_ITEM(l, index));
-        ESCAPE();
-        BINOP_FINISH(res);
+    PyObject *l = BORROW(lhs), *r = BORROW(rhs);
+    /* The guards spelt out as BINARY_OP_SUBSCR_LIST_INT's: through
+     * ember_compact_index, clang laid the generic path out before the
+     * item's. */
+    if (LIKELY(PyTuple_CheckExact(l) && PyLong_CheckExact(r) && _PyLong_IsNonNegativeCompact((PyLongObject *)r)
+               && (Py_ssize_t)_PyLong_CompactValue((PyLongObject *)r) < PyTuple_GET_SIZE(l))) {
+        SUBSCR_ITEM_RESULT(PyTuple_GET_ITEM(l, _PyLong_CompactValue((PyLongObject *)r)), lhs, rhs);
     }
     BINOP_GENERIC();
 }

@@ -173,6 +173,20 @@ ember_new_ref(PyObject *obj)
         }                                                                        \
     } while (0)
 
+/* (container, index -- item) for an item found without a call: a new
+ * reference to ITEM_O replaces both inputs; the index, an exact int, is
+ * freed by its own deallocator, the container the escaping way (freeing it
+ * may run finalisers of its items). No frame state is stored otherwise. */
+#define SUBSCR_ITEM_RESULT(ITEM_O, CONTAINER, INDEX)                             \
+    do {                                                                         \
+        _PyStackRef item_ = ember_new_ref(ITEM_O);                               \
+        stack_pointer -= 2;                                                      \
+        CLOSE_EXACT((INDEX), _PyLong_ExactDealloc);                              \
+        CLOSE_ESCAPING(CONTAINER);                                               \
+        stack_pointer[0] = item_;                                                \
+        stack_pointer++;                                                         \
+        CONTINUE();                                                              \
+    } while (0)
 /* Py_XDECREF(OBJ) the same way. */
 #define XDECREF_ESCAPING(OBJ)                                                    \
     do {                                                                         \

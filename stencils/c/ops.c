@@ -169,16 +169,13 @@ EMBER_STENCIL(BINARY_OP_SUBSCR_LIST_INT)
 {
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
     PyObject *l = BORROW(lhs), *r = BORROW(rhs);
-    ESCAPE();
-    PyObject *res;
     if (LIKELY(PyList_CheckExact(l) && PyLong_CheckExact(r) && _PyLong_IsNonNegativeCompact((PyLongObject *)r)
                && (Py_ssize_t)_PyLong_CompactValue((PyLongObject *)r) < PyList_GET_SIZE(l))) {
-        res = Py_NewRef(PyList_GET_ITEM(l, _PyLong_CompactValue((PyLongObject *)r)));
+        SUBSCR_ITEM_RESULT(PyList_GET_ITEM(l, _PyLong_CompactValue((PyLongObject *)r)), lhs, rhs);
     }
-    else {
-        ADAPTIVE_MISS();
-        res = ((binaryfunc)OPERAND0)(l, r);
-    }
+    ESCAPE();
+    ADAPTIVE_MISS();
+    PyObject *res = ((binaryfunc)OPERAND0)(l, r);
     BINARY_EPILOGUE(res);
 }
 

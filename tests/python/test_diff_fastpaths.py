@@ -963,6 +963,45 @@ def test_overwritten_locals_free_floats_ints_and_others():
     assert "del F 0.0 churn" in out.stdout and "del I 2" in out.stdout
 
 
+def test_subscript_frees_its_container_with_the_frame_state_set():
+    # list[int] and tuple[int] on a temporary container: the subscript's
+    # result is the container's last reference to an item, and the
+    # container itself is freed there, running finalisers of its other
+    # items, which look at the frame (line, locals) and the stack.
+    out = check("""
+        import sys
+
+        class Dying:
+            def __del__(self):
+                try:
+                    f = sys._getframe(1)
+                except ValueError:
+                    print("del with no caller")
+                    return
+                print("del in", f.f_code.co_name, "line", f.f_lineno, sorted(f.f_locals))
+
+        def first_of_list(make):
+            x = 1
+            return make()[0] + x
+
+        def first_of_tuple(make):
+            y = 2
+            return make()[0] + y
+
+        for _ in range(12):
+            first_of_list(lambda: [1, 2]); first_of_tuple(lambda: (1, 2))
+        print(first_of_list(lambda: [5, Dying()]))
+        print(first_of_tuple(lambda: (7, Dying())))
+        keep = [3, Dying()]
+        print(first_of_list(lambda: keep), "kept")
+        try:
+            first_of_list(lambda: [])
+        except IndexError as e:
+            print("IndexError:", e)
+    """, {"first_of_list": {"BINARY_OP_SUBSCR_LIST_INT"}, "first_of_tuple": {"BINARY_OP_SUBSCR_TUPLE_INT"}})
+    assert "del in first_of_list line" in out.stdout and "del in first_of_tuple line" in out.stdout
+
+
 def test_compare_int_every_comparison():
     # COMPARE_OP_INT takes the comparison from a mask tier 1 computes from
     # the oparg: each of the six, on values less than, equal to and greater
