@@ -226,7 +226,6 @@ fn extract_stencil(
     })
 }
 
-/// The holes with known values only (enough to recognise a trailing jump).
 /// `jcc Continue; jmp X` at the end of the code becomes `j!cc X; jmp
 /// Continue` (see [`Target::tail_branch_pair`]): the same branches, with a
 /// final jump to the continuation that tier 1 drops.
@@ -250,6 +249,7 @@ fn swap_tail_branches(target: Target, code: &mut [u8], holes: &mut [RawHole]) {
     target.invert_branch(code, cond_field);
 }
 
+/// The holes with known values only (enough to recognise a trailing jump).
 fn resolved_for_tail(holes: &[RawHole]) -> Vec<Hole> {
     holes
         .iter()

@@ -187,6 +187,7 @@ ember_new_ref(PyObject *obj)
         stack_pointer++;                                                         \
         CONTINUE();                                                              \
     } while (0)
+
 /* Py_XDECREF(OBJ) the same way. */
 #define XDECREF_ESCAPING(OBJ)                                                    \
     do {                                                                         \

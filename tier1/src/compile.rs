@@ -215,8 +215,8 @@ fn op_infos() -> [OpInfo; 256] {
 
 /// [`decode`] into `out` (cleared first), each instruction with its line
 /// (from `linetable`); marks in `targets` (one byte per code unit) the
-/// units jumps go to. Returns [`opcode_signature`] and the number of generic
-/// words of site cache its instructions need.
+/// units jumps go to. Returns [`opcode_signature`] and the words of site
+/// cache its instructions need.
 fn decode_into(
     bytecode: &[u16],
     linetable: &[u8],
@@ -380,10 +380,14 @@ pub fn opcode_signature(bytecode: &[u16]) -> u64 {
 
 /// Instructions whose stencils keep a polymorphic site cache, filled from
 /// the interpreter's re-specialisations for other types (stencils/c/fast.c,
-/// ember_attr_pic, ember_method_pic): new cache values there need no
-/// recompilation, which would empty the site caches.
+/// ember_attr_pic, ember_method_pic, which assert these sizes in words):
+/// new cache values there need no recompilation, which would empty the
+/// site caches.
+const POLYMORPHIC_SITES: [(&str, u8); 3] =
+    [("LOAD_ATTR_INSTANCE_VALUE", 4), ("STORE_ATTR_INSTANCE_VALUE", 4), ("LOAD_ATTR_METHOD_WITH_VALUES", 8)];
+
 fn follows_respecialisation(name: &str) -> bool {
-    matches!(name, "LOAD_ATTR_INSTANCE_VALUE" | "STORE_ATTR_INSTANCE_VALUE" | "LOAD_ATTR_METHOD_WITH_VALUES")
+    POLYMORPHIC_SITES.iter().any(|&(n, _)| n == name)
 }
 
 /// Per opcode, the cache units after the counter that the signature covers.
@@ -442,18 +446,17 @@ fn read_svarint(table: &[u8], i: &mut usize) -> i32 {
     }
 }
 
-/// What a site learnt at run time, written only by its glue: a generic
-/// CALL's `ember_call_cache` (the last Python function it called directly),
-/// a SEND's `ember_send_cache` (the code object it last resumed), both in
-/// csrc/glue.h; an attribute load's polymorphic cache (`ember_attr_pic`,
-/// `ember_method_pic` in stencils/c/ember_stencil.h). Each asserts its size
-/// in words, the one given here. Zeroed, a site cache matches nothing.
+/// Words of the site cache of an instruction's stencils (their SITE hole):
+/// what the site learnt at run time. A generic CALL's `ember_call_cache`
+/// (the last Python function it called directly) and a SEND's
+/// `ember_send_cache` (the code object it last resumed), written by their
+/// glue (csrc/glue.h, which asserts the size); the polymorphic caches of
+/// [`POLYMORPHIC_SITES`], written by their stencils. Zeroed, a site cache
+/// matches nothing.
 fn site_cache_words(name: &str) -> u8 {
     match name {
         "CALL" | "SEND" => 2,
-        "LOAD_ATTR_INSTANCE_VALUE" | "STORE_ATTR_INSTANCE_VALUE" => 4,
-        "LOAD_ATTR_METHOD_WITH_VALUES" => 8,
-        _ => 0,
+        _ => POLYMORPHIC_SITES.iter().find(|&&(n, _)| n == name).map_or(0, |&(_, words)| words),
     }
 }
 
