@@ -187,38 +187,53 @@ EMBER_STENCIL(UNPACK_EX)
 }
 
 /* Specialised: an exact tuple or list of exactly oparg items; its items
- * are pushed last first, so that item 0 ends on top. */
-#define UNPACK_FAST(NAME, PRE, MISS, CHECK, SIZE, ITEMS, COUNT)                \
+ * are pushed last first, so that item 0 ends on top. The specialised
+ * form only says which of the two is tried first: the other is copied
+ * the same way, without counting a miss. Code that unpacks both (one
+ * function called with either) would otherwise miss on every other
+ * call, where the interpreter's own copies differ only in the type they
+ * test first. */
+#define UNPACK_FAST(NAME, PRE, MISS, FIRST, COUNT)                             \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
         PRE;                                                                   \
         int oparg = COUNT;                                                     \
         _PyStackRef seq = stack_pointer[-1];                                   \
         PyObject *seq_o = BORROW(seq);                                         \
-        if (LIKELY(CHECK(seq_o) && SIZE(seq_o) == oparg)) {                    \
-            PyObject **items = ITEMS(seq_o);                                   \
-            _PyStackRef *out = stack_pointer - 1;                              \
-            for (int i = oparg; --i >= 0;) {                                   \
-                *out++ = PyStackRef_FromPyObjectNew(items[i]);                 \
-            }                                                                  \
-            stack_pointer = out;                                               \
-            CLOSE_ESCAPING(seq);                                               \
-            CONTINUE();                                                        \
+        PyObject **items;                                                      \
+        if (LIKELY(Py_IS_TYPE(seq_o, &FIRST##_Type) && Py_SIZE(seq_o) == oparg)) { \
+            items = UNPACK_ITEMS_##FIRST(seq_o);                               \
         }                                                                      \
-        MISS;                                                                  \
-        UNPACK_GENERIC(oparg, -1, oparg);                                      \
+        else if (Py_IS_TYPE(seq_o, &UNPACK_OTHER_##FIRST##_Type) && Py_SIZE(seq_o) == oparg) { \
+            items = UNPACK_ITEMS_OTHER_##FIRST(seq_o);                         \
+        }                                                                      \
+        else {                                                                 \
+            MISS;                                                              \
+            UNPACK_GENERIC(oparg, -1, oparg);                                  \
+        }                                                                      \
+        _PyStackRef *out = stack_pointer - 1;                                  \
+        for (int i = oparg; --i >= 0;) {                                       \
+            *out++ = PyStackRef_FromPyObjectNew(items[i]);                     \
+        }                                                                      \
+        stack_pointer = out;                                                   \
+        CLOSE_ESCAPING(seq);                                                   \
+        CONTINUE();                                                            \
     }
+
+#define UNPACK_ITEMS_PyTuple(o) _PyTuple_ITEMS(o)
+#define UNPACK_ITEMS_PyList(o) _PyList_ITEMS(o)
+#define UNPACK_OTHER_PyTuple_Type PyList_Type
+#define UNPACK_OTHER_PyList_Type PyTuple_Type
+#define UNPACK_ITEMS_OTHER_PyTuple(o) _PyList_ITEMS(o)
+#define UNPACK_ITEMS_OTHER_PyList(o) _PyTuple_ITEMS(o)
 
 /* (seq -- values[oparg]). Not yet specialised (tier 1 compiled the code
  * before the interpreter ran it): exact tuples and lists still take the
  * fast path. */
-#define TUPLE_OR_LIST_CHECK(o) (PyTuple_CheckExact(o) || PyList_CheckExact(o))
-#define TUPLE_OR_LIST_SIZE(o) Py_SIZE(o)
-#define TUPLE_OR_LIST_ITEMS(o) (PyTuple_CheckExact(o) ? _PyTuple_ITEMS(o) : _PyList_ITEMS(o))
-UNPACK_FAST(UNPACK_SEQUENCE, ADAPTIVE(UNPACK_SEQUENCE), (void)0, TUPLE_OR_LIST_CHECK, TUPLE_OR_LIST_SIZE, TUPLE_OR_LIST_ITEMS, OPARG)
-UNPACK_FAST(UNPACK_SEQUENCE_TWO_TUPLE, (void)0, ADAPTIVE_MISS(), PyTuple_CheckExact, PyTuple_GET_SIZE, _PyTuple_ITEMS, 2)
-UNPACK_FAST(UNPACK_SEQUENCE_TUPLE, (void)0, ADAPTIVE_MISS(), PyTuple_CheckExact, PyTuple_GET_SIZE, _PyTuple_ITEMS, OPARG)
-UNPACK_FAST(UNPACK_SEQUENCE_LIST, (void)0, ADAPTIVE_MISS(), PyList_CheckExact, PyList_GET_SIZE, _PyList_ITEMS, OPARG)
+UNPACK_FAST(UNPACK_SEQUENCE, ADAPTIVE(UNPACK_SEQUENCE), (void)0, PyTuple, OPARG)
+UNPACK_FAST(UNPACK_SEQUENCE_TWO_TUPLE, (void)0, ADAPTIVE_MISS(), PyTuple, 2)
+UNPACK_FAST(UNPACK_SEQUENCE_TUPLE, (void)0, ADAPTIVE_MISS(), PyTuple, OPARG)
+UNPACK_FAST(UNPACK_SEQUENCE_LIST, (void)0, ADAPTIVE_MISS(), PyList, OPARG)
 
 /* ---- Formatting ------------------------------------------------------- */
 

@@ -63,6 +63,15 @@ def test_unpack_sequence_and_ex():
                     return i * 10
                 raise IndexError(i)
 
+        # Subclasses go through iteration, whatever the site is specialised for.
+        class BackwardsTuple(tuple):
+            def __iter__(self):
+                return reversed(tuple(tuple.__iter__(self)))
+
+        class BackwardsList(list):
+            def __iter__(self):
+                return reversed(self)
+
         def unpack2(v):
             a, b = v
             return a, b
@@ -106,6 +115,8 @@ def test_unpack_sequence_and_ex():
             values = [
                 unpack2((1, 2)), unpack2([3, 4]), unpack2("xy"), unpack2(gen(2)),
                 unpack2({"k": 1, "j": 2}), unpack2(iter(range(2))),
+                unpack2(BackwardsTuple((1, 2))), unpack2(BackwardsList([3, 4])), unpack2([5, 6]),
+                unpack3([7, 8, 9]), unpack3((10, 11, 12)), unpack3(BackwardsList([1, 2, 3])),
                 unpack3((1, 2, 3)), unpack3([4, 5, 6]), unpack3(Seq()), unpack3(b"abc"),
                 unpack_ex((1, 2, 3, 4, 5)), unpack_ex([1, 2, 3]), unpack_ex(range(7)),
                 nested([(1, (2, 3)), (4, [5, 6])]), swap(1, 2), many(list(range(20))),
