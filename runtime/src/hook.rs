@@ -137,8 +137,46 @@ unsafe fn eval_frame_slow(
                 return ember_run(tstate, frame as *mut c_void, entry) as *mut abi::PyObject;
             }
         }
+        if awaits_loop_work(rec, &st.settings) {
+            // The record dies with its code object, which the frame holds;
+            // frames of it that this one calls update it meanwhile.
+            let rec: *mut records::CodeRecord = rec;
+            let outer = TIMED_CALLEES_NS;
+            TIMED_CALLEES_NS = 0;
+            let t0 = std::time::Instant::now();
+            let result = abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag);
+            let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let own = ns.saturating_sub(TIMED_CALLEES_NS);
+            TIMED_CALLEES_NS = outer.saturating_add(ns);
+            (*rec).interpreted_ns = (*rec).interpreted_ns.saturating_add(own);
+            return result;
+        }
     }
     abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag)
+}
+
+/// Time of the timed frames (`awaits_loop_work`) the current timed frame
+/// called, directly or not: not its own. Under the GIL.
+static mut TIMED_CALLEES_NS: u64 = 0;
+
+/// A function with a loop that the policy would compile once its frames
+/// have run long enough in the interpreter: its frames are timed.
+#[inline(always)]
+fn awaits_loop_work(rec: &mut records::CodeRecord, settings: &jit::Settings) -> bool {
+    settings.tier1_loop_work_ns_per_unit != 0
+        && settings.max_tier >= Tier::Baseline
+        && rec.profile.pinned.is_none()
+        && rec.compiled.is_none()
+        && rec.refusal.is_none()
+        && rec.profile.calls < settings.tier1_threshold_loopless
+        && records::has_loops(rec)
+}
+
+/// Its frames have run, in the interpreter, for what compiling it is worth.
+#[inline(always)]
+unsafe fn loop_work_done(rec: &records::CodeRecord, settings: &jit::Settings) -> bool {
+    let units = ffi::Py_SIZE(rec.code) as u64;
+    rec.interpreted_ns >= settings.tier1_loop_work_ns_per_unit.saturating_mul(units)
 }
 
 #[inline(always)]
@@ -148,7 +186,8 @@ fn wants_tier1(rec: &mut records::CodeRecord, settings: &jit::Settings) -> bool 
         None => {
             settings.max_tier >= Tier::Baseline
                 && rec.profile.calls >= settings.tier1_threshold
-                && (rec.profile.calls >= settings.tier1_threshold_loopless || records::has_loops(rec))
+                && (rec.profile.calls >= settings.tier1_threshold_loopless
+                    || (records::has_loops(rec) && unsafe { loop_work_done(rec, settings) }))
         }
     }
 }

@@ -22,6 +22,11 @@ pub struct Settings {
     /// call); and, for one without a loop, at least as many as the second.
     pub tier1_threshold: u64,
     pub tier1_threshold_loopless: u64,
+    /// A function with a loop is compiled between the two thresholds once
+    /// its frames have run this long in the interpreter, per code unit of
+    /// its bytecode (compiling costs about in proportion to its length);
+    /// 0: at `tier1_threshold` whatever they ran.
+    pub tier1_loop_work_ns_per_unit: u64,
     /// Highest tier the automatic policy uses (0: count only).
     pub max_tier: Tier,
     /// Executable memory compiled code may occupy; past it, compilation waits

@@ -201,6 +201,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         d.set_item("handoffs", unsafe { (*recs[i]).handoffs })?;
         d.set_item("respecialisations_declined", unsafe { (*recs[i]).respecialisations_declined })?;
         let rec = unsafe { &*recs[i] };
+        d.set_item("interpreted_ns", rec.interpreted_ns)?;
         // Counted by tier-1 code only: unknown for code never compiled.
         if rec.tier1_compiles > 0 {
             d.set_item("back_edges", p.back_edges)?;
@@ -313,6 +314,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
 fn _configure(
     tier1_threshold: u64,
     tier1_threshold_loopless: u64,
+    tier1_loop_work_ns_per_unit: u64,
     max_tier: i64,
     code_limit: usize,
     perf_map: bool,
@@ -324,6 +326,7 @@ fn _configure(
         let st = state();
         st.settings.tier1_threshold = tier1_threshold;
         st.settings.tier1_threshold_loopless = tier1_threshold_loopless;
+        st.settings.tier1_loop_work_ns_per_unit = tier1_loop_work_ns_per_unit;
         st.settings.max_tier = max_tier;
         st.settings.code_limit = code_limit;
         st.settings.perf_map = perf_map;

@@ -79,6 +79,9 @@ pub struct CodeRecord {
     pub respecialisations_declined: u64,
     /// Whether its bytecode has a loop (computed when first needed).
     pub has_loops: Option<bool>,
+    /// Time its frames ran in the interpreter (callees included) while it
+    /// was waiting to be compiled (`jit::Settings::tier1_loop_work_ns_per_unit`).
+    pub interpreted_ns: u64,
     /// `profile.calls + profile.back_edges` when last compiled.
     pub work_at_compile: u64,
     /// Tier-1 compilations of it (recompilations included) and their time.
@@ -140,7 +143,7 @@ pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
     watcher: -1,
     records: Vec::new(),
     totals: GlobalCounters { frames: 0, code_objects_seen: 0, code_objects_freed: 0 },
-    settings: Settings { tier1_threshold: 2, tier1_threshold_loopless: 128, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
+    settings: Settings { tier1_threshold: 2, tier1_threshold_loopless: 128, tier1_loop_work_ns_per_unit: 0, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
     tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, publish_ns: 0, code_bytes: 0, hot_bytes: 0, instructions: 0 },
     totals_handoffs: 0,
     totals_respecialisations_declined: 0,
@@ -256,6 +259,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         hopeless_handoffs: 0,
         respecialisations_declined: 0,
         has_loops: None,
+        interpreted_ns: 0,
         work_at_compile: 0,
         tier1_compiles: 0,
         tier1_compile_ns_total: 0,
@@ -343,7 +347,8 @@ unsafe fn code_has_loops(code: *mut ffi::PyObject) -> bool {
     let n_units = ffi::Py_SIZE(code) as usize;
     // Code units are two bytes: the opcode, then the oparg.
     let bytes = core::slice::from_raw_parts((code as *const u8).add(abi::CODE_CO_CODE_ADAPTIVE), 2 * n_units);
-    let backward = ["JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"].map(opcodes::by_name);
+    static BACKWARD: std::sync::OnceLock<[Option<u8>; 2]> = std::sync::OnceLock::new();
+    let backward = BACKWARD.get_or_init(|| ["JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"].map(opcodes::by_name));
     let mut i = 0;
     while i < n_units {
         let op = opcodes::deopt(bytes[2 * i]);

@@ -23,7 +23,7 @@ GLOBAL_KEYS = {"frames", "calls", "resumes", "code_objects_seen", "code_objects_
 TIER1_GLOBAL_KEYS = {"compiled", "compile_ns", "publish_ns", "code_bytes", "hot_bytes", "instructions", "mapped_bytes", "handoffs",
                      "respecialisations_declined", "back_edges", "delegations_passed", "generators_made", "refused"}
 FUNCTION_KEYS = {"qualname", "filename", "firstlineno", "calls", "resumes", "handoffs", "respecialisations_declined",
-                 "back_edges", "tier",
+                 "interpreted_ns", "back_edges", "tier",
                  "pinned", "compiles", "compile_ns", "deopts", "interpreter_reason"}
 # Present only on functions compiled at tier 1.
 TIER1_FUNCTION_KEYS = {"code_bytes", "hot_bytes", "total_bytes", "instructions", "compile_ns", "publish_ns", "address"}
@@ -154,7 +154,8 @@ def test_stats_structure(ember_on, monkeypatch):
         "qualname": "test_stats_structure.<locals>.probe",
         "filename": __file__,
         "firstlineno": probe.__code__.co_firstlineno,
-        "calls": 1, "resumes": 0, "handoffs": 0, "respecialisations_declined": 0, "back_edges": None, "tier": 0, "pinned": None,
+        "calls": 1, "resumes": 0, "handoffs": 0, "respecialisations_declined": 0, "interpreted_ns": 0,
+            "back_edges": None, "tier": 0, "pinned": None,
         "compiles": {"1": 0}, "compile_ns": {"1": 0}, "deopts": {}, "interpreter_reason": None,
     }
     assert json.loads(json.dumps(s)) == s

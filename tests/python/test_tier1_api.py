@@ -73,28 +73,42 @@ def test_threshold_policy(tmp_path):
 
 
 def test_default_threshold_waits_longer_for_functions_without_loops(tmp_path):
+    # A loop-free function is compiled at its 128th call; one with a loop
+    # once its frames have run long enough in the interpreter: a long loop
+    # at the second call, a loop of a few iterations later (at the 128th
+    # at the latest), as start-up code's loops.
     source = """
         import ember
         def plain(x):
             return x + 1
-        def looping(n):
+        def long_loop(n):
             s = 0
             for i in range(n):
                 s += i
             return s
-        seen = []
+        def short_loop(n):
+            s = 0
+            for i in range(n):
+                s += i
+            return s
+        first = {}
         for call in range(1, 131):
             plain(call)
-            looping(3)
-            seen.append((ember.is_compiled(plain), ember.is_compiled(looping)))
-        print(seen.index((False, True)) + 1, seen.index((True, True)) + 1)
+            long_loop(100000)
+            short_loop(3)
+            for f in (plain, long_loop, short_loop):
+                if ember.is_compiled(f):
+                    first.setdefault(f.__name__, call)
+        print(first.get("plain"), first.get("long_loop"), first.get("short_loop"))
     """
     p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
     assert p.returncode == 0, p.stderr
-    assert p.stdout == "2 128\n", p.stderr
-    # A threshold that is set applies to every function.
-    p = run(source.replace("(False, True)", "(True, True)"), {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "5"}, tmp_path)
-    assert p.stdout == "5 5\n", p.stderr
+    plain, long_loop, short_loop = map(int, p.stdout.split())
+    assert (plain, long_loop) == (128, 2), p.stdout
+    assert 2 < short_loop <= 128, p.stdout
+    # A threshold that is set applies to every function, whatever it runs.
+    p = run(source, {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "5"}, tmp_path)
+    assert p.stdout == "5 5 5\n", p.stderr
 
 
 def test_recompilation_waits_until_the_code_has_run_enough(tmp_path):

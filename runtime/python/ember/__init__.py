@@ -54,7 +54,8 @@ def enable() -> None:
     is invalid.
     """
     cfg = _config.from_environ()
-    _ember._configure(cfg.tier1_threshold, cfg.tier1_threshold_loopless, cfg.max_tier, cfg.code_limit_mb << 20,
+    _ember._configure(cfg.tier1_threshold, cfg.tier1_threshold_loopless, cfg.tier1_loop_work_ns_per_unit,
+                      cfg.max_tier, cfg.code_limit_mb << 20,
                       cfg.perf_map)
     _ember._enable()
     if cfg.stats_path:

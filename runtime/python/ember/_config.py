@@ -53,11 +53,18 @@ def _tier(name: str, value: str) -> int:
 #: instruction) pays only after many calls; one with a loop may run long in
 #: few calls (a benchmark's main loop: once per iteration), and the
 #: interpreter does not report its iterations to Ember, nor can a running
-#: frame move into compiled code. So a function with a loop is compiled at
-#: its second call: its first, in the interpreter, has specialised the
-#: instructions it ran.
+#: frame move into compiled code. So a function with a loop is compiled from
+#: its second call on (its first, in the interpreter, has specialised the
+#: instructions it ran), once its frames have run in the interpreter for
+#: DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT ns per code unit of its bytecode
+#: (less the time of frames of other such functions they call): a few times
+#: what compiling it costs with cold caches. A loop that runs long is
+#: compiled at the second call; the loops of code run a few times at start-up
+#: (imports: enum, re, dataclasses), which compiling made a short program pay
+#: for, are not.
 DEFAULT_TIER1_THRESHOLD = 2
 DEFAULT_TIER1_THRESHOLD_LOOPLESS = 128
+DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT = 1000
 # Tier 1 is opt-in until it passes CPython's own test suite: it compiles
 # when asked for (EMBER_MAX_TIER=1, or a EMBER_TIER1_THRESHOLD, or a pin).
 DEFAULT_MAX_TIER = 0
@@ -67,8 +74,8 @@ DEFAULT_CODE_LIMIT_MB = 512
 class Config:
     # A plain class, not a dataclass: importing dataclasses would more than
     # double the time `import ember` adds to the start-up of every EMBER=1 process.
-    __slots__ = ("enabled", "stats_path", "tier1_threshold", "tier1_threshold_loopless", "max_tier",
-                 "code_limit_mb", "perf_map", "raw")
+    __slots__ = ("enabled", "stats_path", "tier1_threshold", "tier1_threshold_loopless",
+                 "tier1_loop_work_ns_per_unit", "max_tier", "code_limit_mb", "perf_map", "raw")
 
     def __init__(self, enabled: bool = False, stats_path: str | None = None,
                  raw: dict | None = None):
@@ -76,6 +83,7 @@ class Config:
         self.stats_path = stats_path
         self.tier1_threshold = DEFAULT_TIER1_THRESHOLD
         self.tier1_threshold_loopless = DEFAULT_TIER1_THRESHOLD_LOOPLESS
+        self.tier1_loop_work_ns_per_unit = DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT
         self.max_tier = DEFAULT_MAX_TIER
         self.code_limit_mb = DEFAULT_CODE_LIMIT_MB
         self.perf_map = False
@@ -129,6 +137,7 @@ def from_environ(environ=None) -> Config:
     if "EMBER_TIER1_THRESHOLD" in cfg.raw:
         # One threshold for every function, as given.
         cfg.tier1_threshold_loopless = cfg.tier1_threshold
+        cfg.tier1_loop_work_ns_per_unit = 0
         if "EMBER_MAX_TIER" not in cfg.raw:
             # A tier-1 threshold asks for tier 1.
             cfg.max_tier = 1
