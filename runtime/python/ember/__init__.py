@@ -8,12 +8,9 @@ or, without changing code: ``python -m ember script.py`` or ``EMBER=1``.
 See docs/usage.md for every function and variable.
 """
 
-from __future__ import annotations
-
 import atexit
 import os
 import sys
-import types
 
 from . import _config
 from ._config import ConfigError
@@ -75,7 +72,11 @@ def is_enabled() -> bool:
     return _ember._installed() == "ember"
 
 
-def _code_of(func, what: str) -> types.CodeType:
+def _code_of(func, what: str):
+    # Imported here: `types` is a module most programs never import, and
+    # every EMBER=1 process imports this package at start-up.
+    import types
+
     if isinstance(func, types.CodeType):
         return func
     if isinstance(func, (staticmethod, classmethod, types.MethodType)):

@@ -6,8 +6,6 @@ rather than guessing. ``EMBER_DEV_*`` belongs to the development scripts
 (``dev/env``) and is ignored here.
 """
 
-from __future__ import annotations
-
 import os
 
 
