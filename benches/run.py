@@ -437,6 +437,24 @@ class Cold:
     def jobs(self) -> list[str]:
         return [("cold", b.name, c) for b in self.benches for r in range(self.args.cold_runs) for c in self.configs]
 
+    def one(self, bench, config: str, side: str, stats_path: str | None) -> tuple[float, dict]:
+        """One cold process: its wall time and what its driver recorded."""
+        env, _ = child_env(config, stats_path)
+        cmd = [sys.executable, COLD_DRIVER, side, bench.script, *bench.extra_opts]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        dt = time.perf_counter() - t0
+        if proc.returncode != 0 or not os.path.exists(side):
+            raise BenchError(f"cold {bench.name} under {config} failed (exit {proc.returncode}):\n"
+                             + proc.stderr[-3000:])
+        with open(side, encoding="utf-8") as f:
+            data = json.load(f)
+        problems = ebench.check(config, data["facts"], warm=False) + check_snapshot(data["facts"])
+        if problems:
+            raise BenchError(f"configuration {config!r} was NOT active as expected in cold "
+                             f"{bench.name} (pid {data['facts'].get('pid')}): " + "; ".join(problems))
+        return dt, data
+
     def run(self):
         for bench in self.benches:
             for rep in range(self.args.cold_runs):
@@ -444,36 +462,30 @@ class Cold:
                 order = self.configs[k:] + self.configs[:k]
                 for config in order:
                     side = os.path.join(self.raw_dir, f"{bench.name}.{config}.{rep + 1}.json")
-                    stats_path = os.path.join(self.stats_dir, f"cold-{bench.name}-{config}-{rep + 1}-{{pid}}.json")
-                    env, _ = child_env(config, stats_path)
-                    cmd = [sys.executable, COLD_DRIVER, side, bench.script, *bench.extra_opts]
-                    t0 = time.perf_counter()
-                    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                    dt = time.perf_counter() - t0
-                    if proc.returncode != 0 or not os.path.exists(side):
-                        raise BenchError(f"cold {bench.name} under {config} failed (exit {proc.returncode}):\n"
-                                         + proc.stderr[-3000:])
-                    with open(side, encoding="utf-8") as f:
-                        data = json.load(f)
-                    problems = ebench.check(config, data["facts"], warm=False) + check_snapshot(data["facts"])
-                    if problems:
-                        raise BenchError(f"configuration {config!r} was NOT active as expected in cold "
-                                         f"{bench.name} (pid {data['facts'].get('pid')}): " + "; ".join(problems))
+                    # Timed without EMBER_STATS: gathering and writing the
+                    # stats at exit costs ~10 ms, which no program pays
+                    # unless it asks for them.
+                    dt, data = self.one(bench, config, side, None)
                     data["process_wall"] = dt
                     with open(side, "w", encoding="utf-8") as f:
                         json.dump(data, f)
                     self.wall.setdefault(bench.name, {}).setdefault(config, []).append((rep, dt))
                     for c in data["calls"]:
                         self.calls.setdefault(c["name"], {}).setdefault(config, []).append((rep, c["value"]))
-                    extra = ""
-                    if "EMBER_STATS" in env:
-                        files = glob.glob(stats_path.replace("{pid}", str(data["facts"]["pid"])))
-                        s = summarize_ember_stats(files)
-                        self.ember_stats.setdefault(bench.name, {}).setdefault(config, []).append(s)
-                        if rep == 0:
-                            extra = f"\n      ember: {fmt_ember_stats(s)}"
                     self.progress.finish(("cold", bench.name, config),
-                                         f"cold {bench.name} run {rep + 1}/{self.args.cold_runs} {config}", dt, extra)
+                                         f"cold {bench.name} run {rep + 1}/{self.args.cold_runs} {config}", dt)
+            # What Ember did in such a process: one more, untimed, writes it.
+            for config in self.configs:
+                if child_env(config, "x")[0].get("EMBER_STATS") is None:
+                    continue
+                side = os.path.join(self.raw_dir, f"{bench.name}.{config}.stats.json")
+                stats_path = os.path.join(self.stats_dir, f"cold-{bench.name}-{config}-stats-{{pid}}.json")
+                _, data = self.one(bench, config, side, stats_path)
+                files = glob.glob(stats_path.replace("{pid}", str(data["facts"]["pid"])))
+                s = summarize_ember_stats(files)
+                self.ember_stats.setdefault(bench.name, {}).setdefault(config, []).append(s)
+                print(f"      cold {bench.name} {config}, untimed, for its stats: ember: {fmt_ember_stats(s)}",
+                      flush=True)
         self.dump()
 
     def load_raw(self):
@@ -489,9 +501,11 @@ class Cold:
             self.wall.setdefault(bench, {}).setdefault(config, []).append((rep, data["process_wall"]))
             for c in data["calls"]:
                 self.calls.setdefault(c["name"], {}).setdefault(config, []).append((rep, c["value"]))
-            files = glob.glob(os.path.join(self.stats_dir, f"cold-{bench}-{config}-{rep + 1}-{data['facts']['pid']}.json"))
-            if files:
-                self.ember_stats.setdefault(bench, {}).setdefault(config, []).append(summarize_ember_stats(files))
+        for bench in {b for b in self.wall}:
+            for config in self.configs:
+                files = glob.glob(os.path.join(self.stats_dir, f"cold-{bench}-{config}-stats-*.json"))
+                if files:
+                    self.ember_stats.setdefault(bench, {}).setdefault(config, []).append(summarize_ember_stats(files))
 
     def dump(self):
         """pyperf JSON per configuration: one run per process, one value each."""

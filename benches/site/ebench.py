@@ -180,7 +180,7 @@ def facts() -> dict:
         f["ember_path"] = os.path.dirname(os.path.abspath(ember.__file__))
         f["ember_enabled"] = int(ember.is_enabled())
         if f["ember_enabled"]:
-            g = ember._ember._stats()["global"]
+            g = ember._ember._stats(with_functions=False)["global"]
             for key, value in g.items():
                 if isinstance(value, int):
                     f[f"ember_{key}"] = value

@@ -176,9 +176,11 @@ fn _tier1_info(py: Python<'_>, code: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     }
 }
 
-/// Every record as a dict, plus global totals.
+/// Every record as a dict (an empty list without `with_functions`: the
+/// totals alone cost a fraction of it), plus global totals.
 #[pyfunction]
-fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (with_functions = true))]
+fn _stats<'py>(py: Python<'py>, with_functions: bool) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     let functions = PyList::empty(py);
     // Copy the pointers first: building dicts can run Python code (gc) that
@@ -190,7 +192,7 @@ fn _stats<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let code = unsafe { Bound::from_borrowed_ptr(py, (*rec).code) };
         holders.push(code);
     }
-    for (i, code) in holders.iter().enumerate() {
+    for (i, code) in holders.iter().enumerate().take(if with_functions { usize::MAX } else { 0 }) {
         let p = unsafe { (*recs[i]).profile.clone() };
         let d = PyDict::new(py);
         d.set_item("qualname", code.getattr("co_qualname")?)?;
