@@ -67,6 +67,11 @@ pub const TSTATE_EVAL_BREAKER: usize = 24;
 pub const PY_EVAL_EVENTS_MASK: usize = 0xff;
 /// Highest `BINARY_OP` oparg (`_PyEval_BinaryOps` has one more entry).
 pub const NB_OPARG_LAST: usize = 26;
+/// `BINARY_OP` opargs of `**`, `/` and their augmented forms.
+pub const NB_POWER: usize = 8;
+pub const NB_TRUE_DIVIDE: usize = 11;
+pub const NB_INPLACE_POWER: usize = 21;
+pub const NB_INPLACE_TRUE_DIVIDE: usize = 24;
 
 /// `PyCodeEvent` (cpython/code.h).
 pub const PY_CODE_EVENT_CREATE: i32 = 0;
@@ -117,6 +122,10 @@ pub(crate) fn expected() -> Vec<(&'static str, usize)> {
         ("PyThreadState.eval_breaker", TSTATE_EVAL_BREAKER),
         ("_PY_EVAL_EVENTS_MASK", PY_EVAL_EVENTS_MASK),
         ("NB_OPARG_LAST", NB_OPARG_LAST),
+        ("NB_POWER", NB_POWER),
+        ("NB_TRUE_DIVIDE", NB_TRUE_DIVIDE),
+        ("NB_INPLACE_POWER", NB_INPLACE_POWER),
+        ("NB_INPLACE_TRUE_DIVIDE", NB_INPLACE_TRUE_DIVIDE),
         ("sizeof(_PyStackRef)", size_of::<StackRef>()),
         ("Py_TAG_BITS", PY_TAG_BITS),
         ("Py_TAG_REFCNT", PY_TAG_REFCNT),

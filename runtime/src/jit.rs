@@ -98,6 +98,16 @@ impl Resolver for PyResolver {
         if oparg as usize > abi::NB_OPARG_LAST {
             return None;
         }
+        // The operators the interpreter never specialises for floats: tier
+        // 1's functions compute floats without the generic dispatch
+        // (tier1/csrc/arith.c), and hand anything else to the interpreter's.
+        match oparg as usize {
+            abi::NB_TRUE_DIVIDE => return self.symbol("ember_true_divide"),
+            abi::NB_INPLACE_TRUE_DIVIDE => return self.symbol("ember_inplace_true_divide"),
+            abi::NB_POWER => return self.symbol("ember_power"),
+            abi::NB_INPLACE_POWER => return self.symbol("ember_inplace_power"),
+            _ => {}
+        }
         static TABLE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
         let table = (*TABLE.get_or_init(|| self.symbol("_PyEval_BinaryOps")))? as *const u64;
         Some(unsafe { *table.add(oparg as usize) })

@@ -1572,3 +1572,83 @@ def test_polymorphic_sites_in_phases():
         print(out)
     """, {"load": {"LOAD_ATTR_INSTANCE_VALUE"}, "store": {"STORE_ATTR_INSTANCE_VALUE"},
           "call": {"LOAD_ATTR_METHOD_WITH_VALUES"}})
+
+
+def test_true_divide_and_power_of_floats():
+    # `/` and `**`, which CPython 3.14 never specialises for floats: tier 1
+    # computes a float with a float or small int itself (float_div's and
+    # float_pow's double operation) and leaves the rest to the interpreter's
+    # functions, in-place ones for `/=` and `**=`. Every case float_pow sorts
+    # out before calling pow(), and every error, must come out the same.
+    out = check("""
+        import math
+
+        def div(a, b):
+            return a / b
+
+        def power(a, b):
+            return a ** b
+
+        def inplace(a, b):
+            a /= b
+            c = a
+            c **= 2
+            return a, c
+
+        def attempt(f, *args):
+            try:
+                r = f(*args)
+            except Exception as e:
+                return type(e).__name__ + ": " + str(e)
+            return repr(r) if not isinstance(r, float) else (r.hex(), math.copysign(1.0, r))
+
+        for i in range(20):
+            div(1.5, 2.5); power(1.5, 2.5); inplace(3.0, 1.5)
+        values = [0.0, -0.0, 1.0, -1.0, 2.0, 0.5, -2.5, 3, -3, 0, 7, 2 ** 29, -(2 ** 30) + 1, 2 ** 30,
+                  2 ** 62, 10 ** 30, True, False, 1e308, -1e308, 5e-324, 1e-300, math.inf, -math.inf,
+                  math.nan, 1.5, -1.5, 0.1, 2.0 ** 0.5]
+        for a in values:
+            for b in values:
+                # An int to a large int power would take forever.
+                huge = isinstance(a, int) and isinstance(b, int) and abs(b) > 64
+                print(attempt(div, a, b), None if huge else attempt(power, a, b),
+                      None if huge else attempt(inplace, a, b))
+        print(attempt(power, 10.0, 400), attempt(power, 10.0, -400), attempt(power, 2.0, -1074),
+              attempt(power, -8.0, 1 / 3), attempt(power, 2.0, 1024), attempt(power, 0.5, -1075))
+
+        class F(float):
+            def __truediv__(self, other):
+                return "F.__truediv__"
+            def __rtruediv__(self, other):
+                return "F.__rtruediv__"
+            def __pow__(self, other):
+                return "F.__pow__"
+            def __rpow__(self, other):
+                return "F.__rpow__"
+
+        class Acc:
+            def __init__(self):
+                self.log = []
+            def __itruediv__(self, other):
+                self.log.append(("/=", other))
+                return self
+            def __ipow__(self, other):
+                self.log.append(("**=", other))
+                return self
+            def __truediv__(self, other):
+                return "Acc.__truediv__"
+            def __pow__(self, other):
+                return "Acc.__pow__"
+
+        print(div(F(1.0), 2.0), div(2.0, F(1.0)), power(F(2.0), 2.0), power(2.0, F(2.0)))
+        acc = Acc()
+        print(inplace(acc, 2.0)[0] is acc, acc.log, div(acc, 2.0), power(acc, 2))
+        from fractions import Fraction
+        from decimal import Decimal
+        print(div(1.5, Fraction(1, 3)), div(Fraction(1, 3), 1.5), power(2.0, Fraction(1, 2)),
+              attempt(div, 1.5, Decimal(2)), div(7, 2), div(2 ** 70, 3), power(2, 0.5), power(2, -1))
+    """, {"div": set(), "power": {"BINARY_OP"}, "inplace": set()})
+    # (`/` with a small int is BINARY_OP_EXTEND once the interpreter has
+    # seen one, and its generic path is the same function.)
+    assert "OverflowError" in out.stdout and "ZeroDivisionError" in out.stdout
+    assert "F.__rtruediv__" in out.stdout and "('/=', 2.0), ('**=', 2)" in out.stdout
