@@ -470,3 +470,26 @@ def test_calls_between_compiled_functions_count_as_the_evaluator_does(tmp_path):
     p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1", "EMBER_TIER1_THRESHOLD": "0"}, tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == [str([1000 + 499500] * 5), "5000 5 5005 1 1 1"], p.stderr
+
+
+def test_legacy_subinterpreter_leaves_ember_alone(tmp_path):
+    # Ember acts on the main interpreter only. A subinterpreter made the
+    # legacy way (Py_NewInterpreter: mod_wsgi, test.support.run_in_subinterp)
+    # runs site and so Ember's .pth; it can import Ember's single-phase
+    # module, and then had Ember start there, whose exit-time stats writer
+    # read records of the main interpreter's code objects and crashed.
+    pytest.importorskip("_testcapi")
+    flag = tmp_path / "sub.txt"
+    source = f"""
+        import _testcapi
+        code = "import sys\\nopen({str(flag)!r}, 'w').write(str('ember' in sys.modules))"
+        print(_testcapi.run_in_subinterp(code))
+        def loop(n):
+            return sum(i for i in range(n))
+        print(loop(10))
+    """
+    p = run(source, {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "0", "EMBER_STATS": str(tmp_path / "stats.json")},
+            tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "0\n45\n", p.stdout
+    assert flag.read_text() == "False"

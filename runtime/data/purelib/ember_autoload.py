@@ -1,15 +1,12 @@
 """Imported at interpreter start-up by ember.pth when EMBER is set.
 
 Ember acts on the main interpreter only (its module is single-phase, like
-every pyo3 module, and refuses to load anywhere else): in a subinterpreter
-this does nothing, silently, so that EMBER=1 programs using
-concurrent.interpreters behave as without Ember.
+every pyo3 module): in a subinterpreter this does nothing, silently, so that
+EMBER=1 programs using concurrent.interpreters behave as without Ember.
 """
 
 
 def _in_main_interpreter() -> bool:
-    # Asked only when the import failed: _interpreters costs every EMBER=1
-    # process a third of a millisecond at start-up.
     try:
         import _interpreters
         return _interpreters.get_current()[0] == _interpreters.get_main()[0]
@@ -17,12 +14,12 @@ def _in_main_interpreter() -> bool:
         return True
 
 
-try:
-    import ember
-except ImportError as e:
-    if _in_main_interpreter():
+if _in_main_interpreter():
+    try:
+        import ember
+    except ImportError as e:
         import sys
 
         print(f"ember: EMBER is set but Ember cannot be imported ({e}); Ember stays off", file=sys.stderr)
-else:
-    ember._start_from_environment()
+    else:
+        ember._start_from_environment()
