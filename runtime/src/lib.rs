@@ -30,6 +30,13 @@ fn describe_other(addr: usize) -> String {
 fn _enable(_py: Python<'_>) -> PyResult<()> {
     // SAFETY: the GIL is held in a #[pyfunction].
     unsafe {
+        // Ember's records and its code watcher belong to the main
+        // interpreter: code objects of another would outlive their records'
+        // knowledge of them. (An isolated subinterpreter cannot import this
+        // module; a legacy one, Py_NewInterpreter, can.)
+        if ffi::PyInterpreterState_Get() != ffi::PyInterpreterState_Main() {
+            return Err(PyRuntimeError::new_err("Ember runs in the main interpreter only, not in a subinterpreter"));
+        }
         match hook::installed() {
             Installed::Ember => Ok(()),
             Installed::Default => {

@@ -493,3 +493,12 @@ def test_legacy_subinterpreter_leaves_ember_alone(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout == "0\n45\n", p.stdout
     assert flag.read_text() == "False"
+    # Asked for there, it refuses.
+    source = f"""
+        import _testcapi
+        code = "import ember\\ntry:\\n    ember.enable()\\nexcept RuntimeError as e:\\n    open({str(flag)!r}, 'w').write(str(e))"
+        print(_testcapi.run_in_subinterp(code))
+    """
+    p = run(source, {}, tmp_path)
+    assert p.returncode == 0 and p.stdout == "0\n", (p.stdout, p.stderr)
+    assert flag.read_text() == "Ember runs in the main interpreter only, not in a subinterpreter"
