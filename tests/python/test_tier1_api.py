@@ -90,6 +90,11 @@ def test_default_threshold_waits_longer_for_functions_without_loops(tmp_path):
             s = 0
             for i in range(n):
                 s += i
+            if n < 0:
+                # Never runs; makes the function long, so that compiling it
+                # is worth more than its few instructions take anywhere
+                # (under qemu too).
+        DEAD_CODE
             return s
         first = {}
         for call in range(1, 131):
@@ -101,6 +106,7 @@ def test_default_threshold_waits_longer_for_functions_without_loops(tmp_path):
                     first.setdefault(f.__name__, call)
         print(first.get("plain"), first.get("long_loop"), first.get("short_loop"))
     """
+    source = source.replace("        DEAD_CODE\n", "".join(f"                s += n * {k}\n" for k in range(300)))
     p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
     assert p.returncode == 0, p.stderr
     plain, long_loop, short_loop = map(int, p.stdout.split())
