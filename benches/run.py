@@ -103,6 +103,11 @@ def load_benchmarks(names: list[str]) -> list[Bench]:
 
 # --- processes ----------------------------------------------------------------
 
+def writes_stats(config: str) -> bool:
+    """Whether the configuration's processes run Ember, and so can write EMBER_STATS."""
+    return ebench.config(config).env.get("EMBER") == "1"
+
+
 def child_env(config: str, stats_path: str | None) -> tuple[dict, list[str]]:
     """Environment of one configuration's processes, and the variables pyperf
     must hand on to its workers."""
@@ -114,7 +119,7 @@ def child_env(config: str, stats_path: str | None) -> tuple[dict, list[str]]:
     env[ebench.ENV_CONFIG] = config
     env.update(cfg.env)
     inherit = [ebench.ENV_CONFIG, *cfg.env]
-    if stats_path and cfg.env.get("EMBER") == "1":
+    if stats_path and writes_stats(config):
         env["EMBER_STATS"] = stats_path
         inherit.append("EMBER_STATS")
     return env, inherit
@@ -476,7 +481,7 @@ class Cold:
                                          f"cold {bench.name} run {rep + 1}/{self.args.cold_runs} {config}", dt)
             # What Ember did in such a process: one more, untimed, writes it.
             for config in self.configs:
-                if child_env(config, "x")[0].get("EMBER_STATS") is None:
+                if not writes_stats(config):
                     continue
                 side = os.path.join(self.raw_dir, f"{bench.name}.{config}.stats.json")
                 stats_path = os.path.join(self.stats_dir, f"cold-{bench.name}-{config}-stats-{{pid}}.json")

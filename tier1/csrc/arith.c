@@ -54,8 +54,8 @@ ember_inplace_true_divide(PyObject *l, PyObject *r)
 /* `**`: float_pow for a float base and a float or small int exponent, in
  * the case it leaves to the platform's pow(): a positive finite base other
  * than 1, a finite non-zero exponent, and pow() reporting no range error. */
-static inline __attribute__((always_inline)) int
-float_power(PyObject *l, PyObject *r, double *out)
+static inline __attribute__((always_inline)) PyObject *
+power(PyObject *l, PyObject *r, ternaryfunc other)
 {
     double iv, iw;
     if (PyFloat_CheckExact(l) && as_double(r, &iw)) {
@@ -65,31 +65,22 @@ float_power(PyObject *l, PyObject *r, double *out)
             double ix = pow(iv, iw);
             _Py_ADJUST_ERANGE1(ix);
             if (errno == 0) {
-                *out = ix;
-                return 1;
+                return PyFloat_FromDouble(ix);
             }
         }
     }
-    return 0;
+    return other(l, r, Py_None);
 }
 
 PyObject *
 ember_power(PyObject *l, PyObject *r)
 {
-    double x;
-    if (float_power(l, r, &x)) {
-        return PyFloat_FromDouble(x);
-    }
-    return PyNumber_Power(l, r, Py_None);
+    return power(l, r, PyNumber_Power);
 }
 
 /* `**=`: floats have no in-place power; anything else may. */
 PyObject *
 ember_inplace_power(PyObject *l, PyObject *r)
 {
-    double x;
-    if (float_power(l, r, &x)) {
-        return PyFloat_FromDouble(x);
-    }
-    return PyNumber_InPlacePower(l, r, Py_None);
+    return power(l, r, PyNumber_InPlacePower);
 }
