@@ -85,7 +85,7 @@ def consistent(doc):
 
 
 @pytest.mark.parametrize("env, tier1", [
-    ({"EMBER": "1"}, False),
+    ({"EMBER": "1", "EMBER_MAX_TIER": "0"}, False),
     ({"EMBER": "1", "EMBER_TIER1_THRESHOLD": "0"}, True),
 ])
 def test_stats_file_matches_schema(validator, tmp_path, env, tier1):
