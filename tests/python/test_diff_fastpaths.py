@@ -963,6 +963,91 @@ def test_overwritten_locals_free_floats_ints_and_others():
     assert "del F 0.0 churn" in out.stdout and "del I 2" in out.stdout
 
 
+def test_unpacking_into_locals_done_out_of_line():
+    # An unpacking of an exact tuple or list followed by the stores of its
+    # items into locals, on one line, is done by one out-of-line helper
+    # (UNPACK_SEQUENCE_*__STORES). The old values the stores free run
+    # finalisers that look at the frame: where it is (f_lasti: the store's
+    # own instruction), its line and which locals already hold new values,
+    # including two locals that held the same object (freed at the second
+    # store). Other sequences, wrong lengths, locals from the 17th on and
+    # targets on several lines take the stores' own code.
+    out = check("""
+        import sys
+
+        class Noisy:
+            def __init__(self, name):
+                self.name = name
+            def __del__(self):
+                f = sys._getframe(1)
+                seen = {k: v for k, v in f.f_locals.items() if len(k) == 1 and not isinstance(v, Noisy)}
+                print("del", self.name, "in", f.f_code.co_name, "at", f.f_lasti, "line", f.f_lineno, seen)
+
+        def three(seq):
+            a, b, c = seq
+            return a, b, c
+
+        def five(seq, make):
+            a, b, c, d, e = make()
+            a, b, c, d, e = seq
+            return a, b, c, d, e
+
+        def from_lists(seq):
+            a, b, c, d = seq
+            return d, c, b, a
+
+        def shared(seq):
+            x = Noisy("shared")
+            a = x
+            b = x
+            del x
+            a, b, c = seq
+            return a, b, c
+
+        def fifteen(seq):
+            a, b, c, d, e, f, g, h, i, j, k, l, m, n, o = seq
+            return a + o
+
+        def sixteen(seq):
+            a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p = seq
+            return a + p
+
+        def late_locals(p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, seq):
+            a, b, c = seq
+            return a, b, c
+
+        def multiline(seq):
+            (a,
+             b,
+             c) = seq
+            return a, b, c
+
+        for i in range(12):
+            three((i, 2, 3)); five((1, 2, 3, 4, i), lambda: (0, 0, 0, 0, 0)); from_lists([1, 2, 3, i])
+            shared((1, 2, 3)); fifteen(tuple(range(15))); sixteen(tuple(range(16))); late_locals(*range(16), (1, 2, 3))
+            multiline((1, 2, 3))
+        print(three((1, 2, 3)), three([4, 5, 6]), from_lists([1, 2, 3, 4]), from_lists((5, 6, 7, 8)))
+        print(five((1, 2, 3, 4, 5), lambda: [Noisy("a"), 0, Noisy("c"), 0, Noisy("e")]))
+        print(five(range(5), lambda: (Noisy("x"), 1, 2, 3, 4)))
+        print(shared((7, 8, 9)))
+        print(fifteen(list(range(100, 115))), sixteen(list(range(100, 116))), late_locals(*range(16), (7, 8, 9)), multiline([1, 2, 3]))
+        print(three(x for x in "xyz"), three("abc"), three({1: 1, 2: 2, 3: 3}))
+        for bad in [(1, 2), [1, 2, 3, 4], 7]:
+            try:
+                three(bad)
+            except (ValueError, TypeError) as e:
+                print(type(e).__name__, e)
+        try:
+            five((1, 2, 3, 4, 5, 6), lambda: (Noisy("kept"), 0, 0, 0, 0))
+        except ValueError as e:
+            print("ValueError", e, e.__traceback__.tb_next.tb_lineno)
+    """, {"three": {"UNPACK_SEQUENCE_TUPLE__STORES"}, "five": {"UNPACK_SEQUENCE_TUPLE__STORES"},
+          "from_lists": {"UNPACK_SEQUENCE_LIST__STORES"}, "shared": {"UNPACK_SEQUENCE_TUPLE__STORES"},
+          "fifteen": {"UNPACK_SEQUENCE_TUPLE__STORES"}})
+    assert "del shared in shared at" in out.stdout and "del e in five" in out.stdout and "del x in five" in out.stdout
+    assert "ValueError too many values to unpack" in out.stdout
+
+
 def test_subscript_frees_its_container_with_the_frame_state_set():
     # list[int] and tuple[int] on a temporary container: the subscript's
     # result is the container's last reference to an item, and the

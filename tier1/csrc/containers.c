@@ -212,3 +212,58 @@ ember_inplace_add_unicode(_PyStackRef *target, _PyStackRef left, _PyStackRef rig
     *target = PyStackRef_FromPyObjectSteal(s);
     return s;
 }
+
+/* UNPACK_SEQUENCE_{TUPLE,LIST}__STORES (stencils/c/containers.c): the
+ * unpacking of the exact tuple or list of n items on top of the stack, and
+ * the n stores after it into the locals `locals` names (item j's in bits
+ * 4j..4j+3). NULL, with nothing done, when the sequence is not one of
+ * those; otherwise the stack pointer after the stores. Out of line: one
+ * copy of this code serves every such statement, where code unrolled in
+ * each (a few hundred bytes) runs a function of many of them from the L2
+ * cache. Every step leaves the frame as the instructions' own would: the
+ * items pushed first (the last one lowest), the sequence closed with
+ * instr_ptr at the unpacking, then each store pops one item, and a store
+ * that frees a local's old value does so with instr_ptr at its own
+ * instruction (store j's is the (j / 2)th after the unpacking's cache). */
+_PyStackRef *
+ember_unpack_stores(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, uint64_t locals, int n,
+                    _Py_CODEUNIT *this_instr)
+{
+    _PyStackRef seq = stack_pointer[-1];
+    PyObject *seq_o = BORROW(seq);
+    PyObject **items;
+    if (Py_IS_TYPE(seq_o, &PyTuple_Type) && Py_SIZE(seq_o) == n) {
+        items = _PyTuple_ITEMS(seq_o);
+    }
+    else if (Py_IS_TYPE(seq_o, &PyList_Type) && Py_SIZE(seq_o) == n) {
+        items = _PyList_ITEMS(seq_o);
+    }
+    else {
+        return NULL;
+    }
+    _PyStackRef *out = stack_pointer - 1;
+    for (int i = n; --i >= 0;) {
+        *out++ = ember_new_ref(items[i]);
+    }
+    stack_pointer = out;
+    if (PyStackRef_RefcountOnObject(seq)) {
+        DECREF_MORTAL_THEN(BITS_TO_PTR(seq), {
+            frame->instr_ptr = this_instr;
+            frame->stackpointer = stack_pointer;
+        });
+    }
+    _Py_CODEUNIT *stores = this_instr + 1 + INLINE_CACHE_ENTRIES_UNPACK_SEQUENCE;
+    for (int j = 0; j < n; j++) {
+        _PyStackRef *local = &GETLOCAL((locals >> (4 * j)) & 15);
+        _PyStackRef old = *local;
+        *local = stack_pointer[-1];
+        stack_pointer--;
+        if (!PyStackRef_IsNull(old) && PyStackRef_RefcountOnObject(old)) {
+            DECREF_MORTAL_THEN(BITS_TO_PTR(old), {
+                frame->instr_ptr = stores + (j >> 1);
+                frame->stackpointer = stack_pointer;
+            });
+        }
+    }
+    return stack_pointer;
+}

@@ -138,6 +138,10 @@ pub struct Instr {
     /// Its stencil is the `__NULL` variant of its opcode's: a load that
     /// pushes a NULL (oparg & 1), which that variant does without testing.
     with_null: bool,
+    /// Its stencil is the `__STORES` variant of its unpacking's: the stores
+    /// that follow are done there (set by the layout; see
+    /// [`Compiler::fused_stores`]).
+    fused_stores: bool,
 }
 
 const FIRST_INSTRUMENTED: u8 = 234;
@@ -274,6 +278,7 @@ fn decode_into(
             base: op.base,
             line_start: false,
             with_null: op.null_variant && oparg & 1 == 1,
+            fused_stores: false,
         };
         if op.jump != JumpRule::None {
             if let JumpTo::Instr(t) = operands::jump(&instr, op.jump) {
@@ -641,6 +646,11 @@ pub struct Compiler {
     ops: [OpInfo; 256],
     /// The same for the `__NULL` variants (where `null_variant` is set).
     null_ops: Box<[OpInfo; 256]>,
+    /// The same for the `__STORES` variants (UNPACK_SEQUENCE_TUPLE and _LIST
+    /// with the stores after them).
+    stores_ops: Box<[OpInfo; 256]>,
+    /// UNPACK_SEQUENCE_TUPLE, UNPACK_SEQUENCE_LIST, STORE_FAST_STORE_FAST.
+    unpack_stores: [Option<u8>; 3],
     known: Known,
     /// The exits, LINE_CHECK: programs, or why there is none.
     exits: Result<[u16; 3], String>,
@@ -676,6 +686,7 @@ impl Compiler {
         let line_check = prog("LINE_CHECK");
         let mut ops = op_infos();
         let mut null_ops = Box::new(op_infos());
+        let mut stores_ops = Box::new(op_infos());
         let reraise = opcodes::by_name("RERAISE");
         let use_prog = |info: &mut OpInfo, prog: u16| {
             info.prog = prog;
@@ -695,6 +706,10 @@ impl Compiler {
                     null_ops[op] = *info;
                     use_prog(&mut null_ops[op], variant);
                 }
+                if let Some(variant) = programs.by_name(&format!("{name}__STORES")) {
+                    stores_ops[op] = *info;
+                    use_prog(&mut stores_ops[op], variant);
+                }
                 // A stencil that would use a site cache it does not get
                 // is not used (its instruction is refused as unsupported).
                 for info in [&mut *info, &mut null_ops[op]] {
@@ -712,6 +727,8 @@ impl Compiler {
             arena,
             ops,
             null_ops,
+            stores_ops,
+            unpack_stores: ["UNPACK_SEQUENCE_TUPLE", "UNPACK_SEQUENCE_LIST", "STORE_FAST_STORE_FAST"].map(opcodes::by_name),
             known: Known { store_fast: opcodes::by_name("STORE_FAST"), pop_top: opcodes::by_name("POP_TOP") },
             exits,
             line_check,
@@ -723,6 +740,8 @@ impl Compiler {
     fn op(&self, instr: &Instr) -> &OpInfo {
         if instr.with_null {
             &self.null_ops[instr.opcode as usize]
+        } else if instr.fused_stores {
+            &self.stores_ops[instr.opcode as usize]
         } else {
             &self.ops[instr.opcode as usize]
         }
@@ -789,7 +808,11 @@ impl Compiler {
         let mut extra = false;
         {
             let (targets, unit_off) = (&s.targets[..], &mut s.unit_off[..]);
-            for (k, instr) in s.instrs.iter_mut().enumerate() {
+            for k in 0..s.instrs.len() {
+                if Some(s.instrs[k].opcode) == self.unpack_stores[0] || Some(s.instrs[k].opcode) == self.unpack_stores[1] {
+                    s.instrs[k].fused_stores = self.fused_stores(&s.instrs, k, targets).is_some();
+                }
+                let instr = &mut s.instrs[k];
                 let line = instr.line;
                 let has_line = line != NO_LINE;
                 let start = has_line && (line != current || targets[instr.index as usize] != 0) && k > 0;
@@ -937,7 +960,7 @@ impl Compiler {
                 code_off = cont_off;
                 cold_off += lc.cold_len;
             }
-            let (operand0, mut operand1) = if op.class == Class::Plain {
+            let (mut operand0, mut operand1) = if op.class == Class::Plain {
                 (None, None)
             } else {
                 operands::operands(instr, op.class, &self.known, info, self.resolver)?
@@ -954,6 +977,15 @@ impl Compiler {
                 at
             });
             let jump = match op.jump {
+                _ if instr.fused_stores => {
+                    // Checked by the layout.
+                    let (locals, after) = self.fused_stores(instrs, k, &s.targets).expect("fused stores");
+                    operand0 = Some(locals);
+                    let o = s.unit_off[after];
+                    values[slot::JUMP as usize] = base + o as u64;
+                    avail |= 1 << slot::JUMP;
+                    Target::Unit(after as u32)
+                }
                 JumpRule::None => Target::None,
                 rule => match operands::jump(instr, rule) {
                     JumpTo::Instr(t) if t < n_units => {
@@ -1119,6 +1151,44 @@ impl Compiler {
             }
         }
         Ok(())
+    }
+
+    /// For the unpacking `instrs[k]` (UNPACK_SEQUENCE_TUPLE or _LIST, oparg
+    /// items), when its `__STORES` variant can do the stores that follow:
+    /// the locals they store (item j's in bits 4j..4j+3) and the code unit
+    /// of the instruction after them. They must be STORE_FAST_STORE_FASTs
+    /// (then a STORE_FAST of a local below 16 for an odd count), one code
+    /// unit each right after the unpacking, on its line and none a jump
+    /// target: no LINE_CHECK goes between them, and the variant's jump past
+    /// them skips nothing but their code.
+    fn fused_stores(&self, instrs: &[Instr], k: usize, targets: &[u8]) -> Option<(u64, usize)> {
+        let unpack = &instrs[k];
+        let n = unpack.oparg as usize;
+        if !(3..=16).contains(&n) || self.stores_ops[unpack.opcode as usize].prog == NO_PROG {
+            return None;
+        }
+        let (mut stored, mut i) = (0usize, k + 1);
+        let mut locals = 0u64;
+        while stored < n {
+            let store = instrs.get(i)?;
+            if store.index as usize != unpack.next as usize + (i - k - 1)
+                || targets[store.index as usize] != 0
+                || store.line != unpack.line
+            {
+                return None;
+            }
+            if Some(store.opcode) == self.unpack_stores[2] && stored + 2 <= n {
+                locals |= ((store.oparg >> 4) as u64) << (4 * stored) | ((store.oparg & 15) as u64) << (4 * stored + 4);
+                stored += 2;
+            } else if Some(store.opcode) == self.known.store_fast && stored + 1 == n && store.oparg < 16 {
+                locals |= (store.oparg as u64) << (4 * stored);
+                stored += 1;
+            } else {
+                return None;
+            }
+            i += 1;
+        }
+        Some((locals, instrs.get(i)?.index as usize))
     }
 
     /// The first reason, in the layout's order, an instruction cannot be
