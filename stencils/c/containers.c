@@ -235,29 +235,32 @@ UNPACK_FAST(UNPACK_SEQUENCE_TWO_TUPLE, (void)0, ADAPTIVE_MISS(), PyTuple, 2)
 UNPACK_FAST(UNPACK_SEQUENCE_TUPLE, (void)0, ADAPTIVE_MISS(), PyTuple, OPARG)
 UNPACK_FAST(UNPACK_SEQUENCE_LIST, (void)0, ADAPTIVE_MISS(), PyList, OPARG)
 
-/* UNPACK_SEQUENCE_TUPLE/LIST followed by the STORE_FAST_STORE_FASTs (and a
- * last STORE_FAST when oparg is odd) that store its oparg items, on one
- * line, none a jump target (tier1/src/compile.rs chooses this form): the
- * unpacking and the stores are done by ember_unpack_stores
- * (tier1/csrc/containers.c), then a jump past the stores' own code, which
- * stays in place for the rest: a sequence that is not an exact tuple or
- * list of oparg items is unpacked here the generic way, and the stores
- * follow. OPERAND0: the locals stored, item j's in bits 4j..4j+3. */
-#define UNPACK_STORES(NAME)                                                    \
+/* UNPACK_SEQUENCE (generic or specialised for a tuple or a list) followed by
+ * the STORE_FAST_STORE_FASTs (and a last STORE_FAST when oparg is odd) that
+ * store its oparg items, on one line, none a jump target
+ * (tier1/src/compile.rs chooses this form): the unpacking and the stores are
+ * done by ember_unpack_stores (tier1/csrc/containers.c), then a jump past
+ * the stores' own code, which stays in place for the rest: a sequence that
+ * is not an exact tuple or list of oparg items is unpacked here the generic
+ * way, and the stores follow. OPERAND0: the locals stored, item j's in bits
+ * 4j..4j+3. */
+#define UNPACK_STORES(NAME, PRE, MISS)                                         \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
+        PRE;                                                                   \
         int oparg = OPARG;                                                     \
         _PyStackRef *sp = ember_unpack_stores(frame, stack_pointer, OPERAND0, oparg, THIS_INSTR); \
         if (LIKELY(sp != NULL)) {                                              \
             stack_pointer = sp;                                                \
             JUMP();                                                            \
         }                                                                      \
-        ADAPTIVE_MISS();                                                       \
+        MISS;                                                                  \
         UNPACK_GENERIC(oparg, -1, oparg);                                      \
     }
 
-UNPACK_STORES(UNPACK_SEQUENCE_TUPLE__STORES)
-UNPACK_STORES(UNPACK_SEQUENCE_LIST__STORES)
+UNPACK_STORES(UNPACK_SEQUENCE__STORES, ADAPTIVE(UNPACK_SEQUENCE), (void)0)
+UNPACK_STORES(UNPACK_SEQUENCE_TUPLE__STORES, (void)0, ADAPTIVE_MISS())
+UNPACK_STORES(UNPACK_SEQUENCE_LIST__STORES, (void)0, ADAPTIVE_MISS())
 
 /* ---- Formatting ------------------------------------------------------- */
 

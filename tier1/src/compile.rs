@@ -646,11 +646,11 @@ pub struct Compiler {
     ops: [OpInfo; 256],
     /// The same for the `__NULL` variants (where `null_variant` is set).
     null_ops: Box<[OpInfo; 256]>,
-    /// The same for the `__STORES` variants (UNPACK_SEQUENCE_TUPLE and _LIST
-    /// with the stores after them).
+    /// The same for the `__STORES` variants (UNPACK_SEQUENCE, generic or
+    /// specialised for a tuple or a list, with the stores after it).
     stores_ops: Box<[OpInfo; 256]>,
-    /// UNPACK_SEQUENCE_TUPLE, UNPACK_SEQUENCE_LIST, STORE_FAST_STORE_FAST.
-    unpack_stores: [Option<u8>; 3],
+    /// STORE_FAST_STORE_FAST.
+    store_fast_store_fast: Option<u8>,
     known: Known,
     /// The exits, LINE_CHECK: programs, or why there is none.
     exits: Result<[u16; 3], String>,
@@ -728,7 +728,7 @@ impl Compiler {
             ops,
             null_ops,
             stores_ops,
-            unpack_stores: ["UNPACK_SEQUENCE_TUPLE", "UNPACK_SEQUENCE_LIST", "STORE_FAST_STORE_FAST"].map(opcodes::by_name),
+            store_fast_store_fast: opcodes::by_name("STORE_FAST_STORE_FAST"),
             known: Known { store_fast: opcodes::by_name("STORE_FAST"), pop_top: opcodes::by_name("POP_TOP") },
             exits,
             line_check,
@@ -809,7 +809,7 @@ impl Compiler {
         {
             let (targets, unit_off) = (&s.targets[..], &mut s.unit_off[..]);
             for k in 0..s.instrs.len() {
-                if Some(s.instrs[k].opcode) == self.unpack_stores[0] || Some(s.instrs[k].opcode) == self.unpack_stores[1] {
+                if self.stores_ops[s.instrs[k].opcode as usize].prog != NO_PROG {
                     s.instrs[k].fused_stores = self.fused_stores(&s.instrs, k, targets).is_some();
                 }
                 let instr = &mut s.instrs[k];
@@ -1153,8 +1153,8 @@ impl Compiler {
         Ok(())
     }
 
-    /// For the unpacking `instrs[k]` (UNPACK_SEQUENCE_TUPLE or _LIST, oparg
-    /// items), when its `__STORES` variant can do the stores that follow:
+    /// For the unpacking `instrs[k]` (an UNPACK_SEQUENCE of oparg items), when
+    /// its `__STORES` variant can do the stores that follow:
     /// the locals they store (item j's in bits 4j..4j+3) and the code unit
     /// of the instruction after them. They must be STORE_FAST_STORE_FASTs
     /// (then a STORE_FAST of a local below 16 for an odd count), one code
@@ -1177,7 +1177,7 @@ impl Compiler {
             {
                 return None;
             }
-            if Some(store.opcode) == self.unpack_stores[2] && stored + 2 <= n {
+            if Some(store.opcode) == self.store_fast_store_fast && stored + 2 <= n {
                 locals |= ((store.oparg >> 4) as u64) << (4 * stored) | ((store.oparg & 15) as u64) << (4 * stored + 4);
                 stored += 2;
             } else if Some(store.opcode) == self.known.store_fast && stored + 1 == n && store.oparg < 16 {
