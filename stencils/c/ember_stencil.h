@@ -258,7 +258,7 @@ int ember_handle_pending(PyThreadState *tstate);
  * _Py_Dealloc: a local overwritten in a loop of arithmetic frees one each
  * time. */
 void ember_decref_last(PyObject *o);
-/* UNPACK_SEQUENCE_{TUPLE,LIST}__STORES' unpacking and stores (tier1/csrc/containers.c). */
+/* The UNPACK_SEQUENCE*__STORES stencils' unpacking and stores (tier1/csrc/containers.c). */
 _PyStackRef *ember_unpack_stores(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, uint64_t locals, int n,
                                  _Py_CODEUNIT *this_instr);
 /* 1 if the interpreter may take over `frame` to specialise an instruction

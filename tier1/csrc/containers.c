@@ -213,7 +213,7 @@ ember_inplace_add_unicode(_PyStackRef *target, _PyStackRef left, _PyStackRef rig
     return s;
 }
 
-/* UNPACK_SEQUENCE_{TUPLE,LIST}__STORES (stencils/c/containers.c): the
+/* UNPACK_SEQUENCE*__STORES, generic or specialised (stencils/c/containers.c): the
  * unpacking of the exact tuple or list of n items on top of the stack, and
  * the n stores after it into the locals `locals` names (item j's in bits
  * 4j..4j+3). NULL, with nothing done, when the sequence is not one of

@@ -978,8 +978,10 @@ impl Compiler {
             });
             let jump = match op.jump {
                 _ if instr.fused_stores => {
-                    // Checked by the layout.
-                    let (locals, after) = self.fused_stores(instrs, k, &s.targets).expect("fused stores");
+                    // Checked by the layout, with the same instructions.
+                    let (locals, after) = self
+                        .fused_stores(instrs, k, &s.targets)
+                        .ok_or_else(|| Refusal::Malformed("unpacking's stores changed after the layout".into()))?;
                     operand0 = Some(locals);
                     let o = s.unit_off[after];
                     values[slot::JUMP as usize] = base + o as u64;
