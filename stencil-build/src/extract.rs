@@ -58,7 +58,7 @@ pub(crate) struct RawStencil {
     data_holes: Vec<RawHole>,
     data_align: u32,
     trailing_continue: Option<u32>,
-    single_code_section: bool,
+    home_len: u32,
     /// Reaches a continuation through a GOT slot (see [`got_warning`]).
     got_continuation: bool,
 }
@@ -190,6 +190,7 @@ fn extract_stencil(
     if builder.place(home)?.blob != Blob::Code {
         return Err("is not in an executable section".into());
     }
+    let home_len = builder.code.len() as u32;
     // Sections are processed in the order they were first referenced, so
     // the layout depends only on the object.
     let mut next = 0;
@@ -221,7 +222,7 @@ fn extract_stencil(
         data_holes,
         data_align,
         trailing_continue,
-        single_code_section: only_home,
+        home_len,
         got_continuation,
     })
 }
@@ -465,7 +466,7 @@ pub(crate) fn link(target: Target, mut raw: Vec<RawStencil>) -> Result<StencilSe
             trailing_continue: s.trailing_continue,
             cold: Vec::new(),
             cold_holes: Vec::new(),
-            single_code_section: s.single_code_section,
+            home_len: s.home_len,
         })
         .collect();
     let through_got: Vec<&str> = raw.iter().filter(|s| s.got_continuation).map(|s| s.name.as_str()).collect();

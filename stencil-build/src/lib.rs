@@ -131,9 +131,9 @@ pub struct BuiltStencil {
     /// The cold part (see `Stencil::cold`): filled by [`split::split_cold`].
     pub cold: Vec<u8>,
     pub cold_holes: Vec<Hole>,
-    /// The code is the stencil function's own section only (no helper
-    /// functions copied after it): the precondition of splitting.
-    pub single_code_section: bool,
+    /// Bytes of the stencil function's own section, at the start of `code`
+    /// (helper functions copied after it follow): a split cuts within it.
+    pub home_len: u32,
 }
 
 impl BuiltStencil {

@@ -21,8 +21,10 @@
 //! `Continue`. A stencil is left whole when anything in it could depend on
 //! where its instructions are and is not a hole or a plain branch (a
 //! RIP-relative operand without a relocation, a call within the stencil,
-//! an encoding not recognised), when helpers were copied after it, or when
-//! its data refers to its code.
+//! an encoding not recognised), when its common path would run into a
+//! helper copied after its own code, or when its data refers to its code.
+//! Helpers copied after it (a stencil's miss path, tail-called: see
+//! `MISS_HELPER` in ember_stencil.h) go to the cold part whole.
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, OpKind};
 
@@ -117,7 +119,7 @@ fn push_continue_jump(buf: &mut Vec<u8>, holes: &mut Vec<Hole>) {
 fn plan(s: &BuiltStencil) -> Option<Plan> {
     let code = &s.code;
     let end = code.len() as u32;
-    if !s.single_code_section || !s.cold.is_empty() || code.len() < MIN_COLD {
+    if !s.cold.is_empty() || code.len() < MIN_COLD {
         return None;
     }
     if s.data_holes.iter().any(|h| h.value == HoleValue::Code) {
@@ -211,6 +213,11 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
         return None;
     }
     let split_off = insns[cut].off;
+    // Helpers copied after the stencil's own code (a miss path it tail-calls)
+    // go to the cold part whole.
+    if split_off > s.home_len {
+        return None;
+    }
     if (end - split_off) < MIN_COLD as u32 {
         return None;
     }
@@ -386,6 +393,7 @@ mod tests {
     use super::*;
 
     fn stencil(code: Vec<u8>, code_holes: Vec<Hole>) -> BuiltStencil {
+        let code_len = code.len() as u32;
         BuiltStencil {
             name: "T".into(),
             source: "t.c".into(),
@@ -397,7 +405,7 @@ mod tests {
             trailing_continue: None,
             cold: Vec::new(),
             cold_holes: Vec::new(),
-            single_code_section: true,
+            home_len: code_len,
         }
     }
 
@@ -443,6 +451,46 @@ mod tests {
                 cont(6 + 5 + 16 + 1)
             ]
         );
+    }
+
+    /// A hole for a branch within the stencil to `target` (a helper's start),
+    /// its rel32 field at `offset`.
+    fn to_code(offset: u32, target: i64) -> Hole {
+        Hole { offset, kind: RelocKind::X86_64_PC32, value: HoleValue::Code, addend: target - 4 }
+    }
+
+    #[test]
+    fn a_helper_copied_after_the_stencil_goes_to_the_cold_part() {
+        // 0: test rdi,rdi; 3: jne helper (rel32 hole); 9: jmp CONTINUE;
+        // 14: int3 padding; 16: the helper, 16 nops then jmp CONTINUE.
+        let mut code = vec![0x48, 0x85, 0xFF, 0x0F, 0x85, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0, 0xCC, 0xCC];
+        code.extend(std::iter::repeat_n(0x90, 16));
+        code.extend([0xE9, 0, 0, 0, 0]);
+        let mut s = stencil(code, vec![to_code(5, 16), cont(10), cont(33)]);
+        s.home_len = 14;
+        assert!(split_cold(&mut s));
+        assert_eq!(s.code, vec![0x48, 0x85, 0xFF, 0x0F, 0x85, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0]);
+        assert_eq!(s.trailing_continue, Some(9));
+        // The branch reaches the helper where it went: after the padding, in the cold part.
+        assert_eq!(
+            s.code_holes,
+            vec![Hole { offset: 5, kind: RelocKind::X86_64_PC32, value: HoleValue::Cold, addend: 2 - 4 }, cont(10)]
+        );
+        assert_eq!(s.cold.len(), 2 + 16 + 5);
+        assert_eq!(s.cold_holes, vec![cont(2 + 16 + 1)]);
+    }
+
+    #[test]
+    fn a_common_path_that_runs_into_a_helper_is_not_split() {
+        // 0: test rdi,rdi; 3: jmp helper (rel32 hole); 8: int3 padding;
+        // 16: the helper: jmp CONTINUE, then 16 nops (its rare path).
+        let mut code = vec![0x48, 0x85, 0xFF, 0xE9, 0, 0, 0, 0];
+        code.extend(std::iter::repeat_n(0xCC, 8));
+        code.extend([0xE9, 0, 0, 0, 0]);
+        code.extend(std::iter::repeat_n(0x90, 16));
+        let mut s = stencil(code, vec![to_code(4, 16), cont(17)]);
+        s.home_len = 8;
+        assert!(!split_cold(&mut s));
     }
 
     #[test]

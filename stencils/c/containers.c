@@ -193,7 +193,7 @@ EMBER_STENCIL(UNPACK_EX)
  * function called with either) would otherwise miss on every other
  * call, where the interpreter's own copies differ only in the type they
  * test first. */
-#define UNPACK_FAST(NAME, PRE, MISS, FIRST, COUNT)                             \
+#define UNPACK_FAST(NAME, PRE, GENERIC, FIRST, COUNT)                          \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
         PRE;                                                                   \
@@ -208,8 +208,7 @@ EMBER_STENCIL(UNPACK_EX)
             items = UNPACK_ITEMS_OTHER_##FIRST(seq_o);                         \
         }                                                                      \
         else {                                                                 \
-            MISS;                                                              \
-            UNPACK_GENERIC(oparg, -1, oparg);                                  \
+            MISS(GENERIC);                                                     \
         }                                                                      \
         _PyStackRef *out = stack_pointer - 1;                                  \
         for (int i = oparg; --i >= 0;) {                                       \
@@ -230,10 +229,24 @@ EMBER_STENCIL(UNPACK_EX)
 /* (seq -- values[oparg]). Not yet specialised (tier 1 compiled the code
  * before the interpreter ran it): exact tuples and lists still take the
  * fast path. */
-UNPACK_FAST(UNPACK_SEQUENCE, ADAPTIVE(UNPACK_SEQUENCE), (void)0, PyTuple, OPARG)
-UNPACK_FAST(UNPACK_SEQUENCE_TWO_TUPLE, (void)0, ADAPTIVE_MISS(), PyTuple, 2)
-UNPACK_FAST(UNPACK_SEQUENCE_TUPLE, (void)0, ADAPTIVE_MISS(), PyTuple, OPARG)
-UNPACK_FAST(UNPACK_SEQUENCE_LIST, (void)0, ADAPTIVE_MISS(), PyList, OPARG)
+/* The other sequences: the generic unpacking of OPARG items, after a miss
+ * when the instruction is specialised. */
+MISS_HELPER(unpack_generic)
+{
+    int oparg = OPARG;
+    UNPACK_GENERIC(oparg, -1, oparg);
+}
+MISS_HELPER(unpack_miss)
+{
+    ADAPTIVE_MISS();
+    int oparg = OPARG;
+    UNPACK_GENERIC(oparg, -1, oparg);
+}
+/* UNPACK_SEQUENCE_TWO_TUPLE's oparg is 2 as well. */
+UNPACK_FAST(UNPACK_SEQUENCE, ADAPTIVE(UNPACK_SEQUENCE), unpack_generic, PyTuple, OPARG)
+UNPACK_FAST(UNPACK_SEQUENCE_TWO_TUPLE, (void)0, unpack_miss, PyTuple, 2)
+UNPACK_FAST(UNPACK_SEQUENCE_TUPLE, (void)0, unpack_miss, PyTuple, OPARG)
+UNPACK_FAST(UNPACK_SEQUENCE_LIST, (void)0, unpack_miss, PyList, OPARG)
 
 /* UNPACK_SEQUENCE (generic or specialised for a tuple or a list) followed by
  * the STORE_FAST_STORE_FASTs (and a last STORE_FAST when oparg is odd) that
@@ -390,25 +403,31 @@ truth_is_plain(PyObject *o)
 }
 
 /* The generic conversion, for a value the guard did not expect. */
-#define TO_BOOL_GENERIC(value)                                                 \
-    do {                                                                       \
-        if (!truth_is_plain(BORROW(value))) {                                  \
-            ADAPTIVE_MISS();                                                   \
-        }                                                                      \
-        if (PyStackRef_IsTrue(value) || PyStackRef_IsFalse(value)) {           \
-            CONTINUE();                                                        \
-        }                                                                      \
-        ESCAPE();                                                              \
-        int truth = PyObject_IsTrue(BORROW(value));                            \
-        stack_pointer--;                                                       \
-        SYNC_SP();                                                             \
-        PyStackRef_CLOSE(value);                                               \
-        if (UNLIKELY(truth < 0)) {                                             \
-            ERROR();                                                           \
-        }                                                                      \
-        stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;         \
-        stack_pointer++;                                                       \
-        CONTINUE();                                                            \
+MISS_HELPER(to_bool_miss)
+{
+    _PyStackRef value = stack_pointer[-1];
+    if (!truth_is_plain(BORROW(value))) {
+        ADAPTIVE_MISS();
+    }
+    if (PyStackRef_IsTrue(value) || PyStackRef_IsFalse(value)) {
+        CONTINUE();
+    }
+    ESCAPE();
+    int truth = PyObject_IsTrue(BORROW(value));
+    stack_pointer--;
+    SYNC_SP();
+    PyStackRef_CLOSE(value);
+    if (UNLIKELY(truth < 0)) {
+        ERROR();
+    }
+    stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
+    stack_pointer++;
+    CONTINUE();
+}
+#define TO_BOOL_GENERIC(value) \
+    do {                       \
+        (void)(value);         \
+        MISS(to_bool_miss);    \
     } while (0)
 
 EMBER_STENCIL(TO_BOOL_BOOL)
@@ -505,13 +524,15 @@ EMBER_STENCIL(TO_BOOL_ALWAYS_TRUE)
         CONTINUE();                                                            \
     } while (0)
 
-#define BINOP_GENERIC()                                                        \
-    do {                                                                       \
-        ADAPTIVE_MISS();                                               \
-        ESCAPE();                                                              \
-        PyObject *res_g = ((binaryfunc)OPERAND0)(BORROW(lhs), BORROW(rhs));    \
-        BINOP_FINISH(res_g);                                                   \
-    } while (0)
+MISS_HELPER(binop_miss)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    ADAPTIVE_MISS();
+    ESCAPE();
+    PyObject *res_g = ((binaryfunc)OPERAND0)(BORROW(lhs), BORROW(rhs));
+    BINOP_FINISH(res_g);
+}
+#define BINOP_GENERIC() MISS(binop_miss)
 
 static inline __attribute__((always_inline)) int
 ember_compact_index(PyObject *sub, Py_ssize_t size, Py_ssize_t *index)

@@ -116,6 +116,16 @@ ember_oparg(void)
         DEOPT();                                                                 \
     } while (0)
 
+/* A stencil's rare path as a function of its own, tail-called (MISS):
+ * a guard that failed, then the generic operation. With every call of the
+ * generic path moved out, clang keeps the stencil's common path in the
+ * pinned registers instead of moving frame, stack pointer and tstate aside
+ * for calls it may make (a fifth of a specialised stencil's instructions
+ * went to that). stencil-build copies the helper after the stencil, into
+ * its cold part; its holes are the stencil's. */
+#define MISS_HELPER(NAME) static EMBER_CC __attribute__((noinline, cold)) PyObject *NAME(EMBER_ARGS)
+#define MISS(NAME) __attribute__((musttail)) return NAME(frame, stack_pointer, tstate)
+
 /* Frame-state discipline. */
 #define SET_IP() (frame->instr_ptr = THIS_INSTR)
 #define SYNC_SP() (frame->stackpointer = stack_pointer)

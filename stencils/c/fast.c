@@ -42,19 +42,21 @@ PyObject *ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int op
 
 /* ---- LOAD_ATTR ------------------------------------------------------- */
 
-/* The generic LOAD_ATTR (the name comes from the code object). */
-#define LOAD_ATTR_GENERIC()                                                    \
-    do {                                                                       \
-        ADAPTIVE_MISS();                                               \
-        int oparg_ = OPARG;                                                    \
-        ESCAPE();                                                              \
-        if (UNLIKELY(ember_load_attr_slow(frame, stack_pointer, oparg_) < 0)) { \
-            stack_pointer--;                                                   \
-            ERROR();                                                           \
-        }                                                                      \
-        stack_pointer += oparg_ & 1;                                           \
-        CONTINUE();                                                            \
-    } while (0)
+/* The generic LOAD_ATTR (the name comes from the code object), after a
+ * miss: the specialised loads' rare path. */
+MISS_HELPER(load_attr_miss)
+{
+    ADAPTIVE_MISS();
+    int oparg = OPARG;
+    ESCAPE();
+    if (UNLIKELY(ember_load_attr_slow(frame, stack_pointer, oparg) < 0)) {
+        stack_pointer--;
+        ERROR();
+    }
+    stack_pointer += oparg & 1;
+    CONTINUE();
+}
+#define LOAD_ATTR_GENERIC() MISS(load_attr_miss)
 
 /* Whether a load pushes a NULL after its result: the oparg's low bit,
  * except in loads_with_null.inc. */
@@ -334,11 +336,12 @@ hinted_entry(PyObject *owner, uint32_t hint, PyObject *name)
  * instruction again (ADAPTIVE_MISS). Handing over at every miss, as before,
  * left the rest of the frame to the interpreter at every call of a
  * function called from such a loop. */
-#define LOAD_GLOBAL_MISS()                                                     \
-    do {                                                                       \
-        ADAPTIVE_MISS();                                                       \
-        LOAD_GLOBAL_GENERIC(PyTuple_GET_ITEM(CODE()->co_names, OPARG >> 1));   \
-    } while (0)
+MISS_HELPER(load_global_miss)
+{
+    ADAPTIVE_MISS();
+    LOAD_GLOBAL_GENERIC(PyTuple_GET_ITEM(CODE()->co_names, OPARG >> 1));
+}
+#define LOAD_GLOBAL_MISS() MISS(load_global_miss)
 
 /* The value at entry `index` of a dict whose keys have version `version`
  * (NULL: not that dict layout, or the entry is empty). */
@@ -387,18 +390,19 @@ versioned_entry(PyObject *dict, uint32_t version, uintptr_t index)
 
 /* ---- STORE_ATTR: (value, owner --) ----------------------------------- */
 
-#define STORE_ATTR_GENERIC()                                                   \
-    do {                                                                       \
-        ADAPTIVE_MISS();                                               \
-        int oparg_ = OPARG;                                                    \
-        ESCAPE();                                                              \
-        int err_ = ember_store_attr_slow(frame, stack_pointer, oparg_);        \
-        stack_pointer -= 2;                                                    \
-        if (UNLIKELY(err_ < 0)) {                                              \
-            ERROR();                                                           \
-        }                                                                      \
-        CONTINUE();                                                            \
-    } while (0)
+MISS_HELPER(store_attr_miss)
+{
+    ADAPTIVE_MISS();
+    int oparg = OPARG;
+    ESCAPE();
+    int err = ember_store_attr_slow(frame, stack_pointer, oparg);
+    stack_pointer -= 2;
+    if (UNLIKELY(err < 0)) {
+        ERROR();
+    }
+    CONTINUE();
+}
+#define STORE_ATTR_GENERIC() MISS(store_attr_miss)
 
 /* The value stored; then, as the interpreter does, the owner closed before
  * the old value. */
@@ -480,13 +484,6 @@ EMBER_STENCIL(STORE_ATTR_WITH_HINT)
 
 /* ---- FOR_ITER: (iter -- iter, next) ---------------------------------- */
 
-/* A specialised FOR_ITER whose guard failed: a miss, then the generic step. */
-#define FOR_ITER_GENERIC(it)                                                   \
-    do {                                                                       \
-        ADAPTIVE_MISS();                                                       \
-        FOR_ITER_STEP(it);                                                     \
-    } while (0)
-
 /* The generic step: the iterator's tp_iternext, which also does the
  * exhausted iterator's bookkeeping (releasing its sequence). Exhausted:
  * JUMP (past the END_FOR, to the POP_ITER). */
@@ -513,6 +510,26 @@ EMBER_STENCIL(STORE_ATTR_WITH_HINT)
         stack_pointer[0] = PyStackRef_FromPyObjectSteal(next_);                \
         stack_pointer++;                                                       \
         CONTINUE();                                                            \
+    } while (0)
+
+/* The generic step where the loop ends (no miss counted). */
+MISS_HELPER(for_iter_step)
+{
+    PyObject *it = BORROW(stack_pointer[-1]);
+    FOR_ITER_STEP(it);
+}
+
+/* A specialised FOR_ITER whose guard failed: a miss, then the generic step. */
+MISS_HELPER(for_iter_miss)
+{
+    PyObject *it = BORROW(stack_pointer[-1]);
+    ADAPTIVE_MISS();
+    FOR_ITER_STEP(it);
+}
+#define FOR_ITER_GENERIC(it) \
+    do {                     \
+        (void)(it);          \
+        MISS(for_iter_miss); \
     } while (0)
 
 EMBER_STENCIL(FOR_ITER_RANGE)
@@ -560,7 +577,7 @@ EMBER_STENCIL(FOR_ITER_LIST)
         /* Exhausted: the loop ends, as in the interpreter's FOR_ITER_LIST,
          * without counting a miss (the list iterator's tp_iternext
          * releases the sequence). */
-        FOR_ITER_STEP(it);
+        MISS(for_iter_step);
     }
     FOR_ITER_GENERIC(it);
 }
@@ -580,25 +597,27 @@ EMBER_STENCIL(FOR_ITER_TUPLE)
         /* Exhausted: the loop ends, as in the interpreter's FOR_ITER_TUPLE,
          * without counting a miss (the tuple iterator's tp_iternext
          * releases the sequence). */
-        FOR_ITER_STEP(it);
+        MISS(for_iter_step);
     }
     FOR_ITER_GENERIC(it);
 }
 
 /* ---- COMPARE_OP: (lhs, rhs -- res) ----------------------------------- */
 
-/* The generic comparison, honouring oparg & 16 (convert to bool). */
-#define COMPARE_GENERIC()                                                      \
-    do {                                                                       \
-        ADAPTIVE_MISS();                                               \
-        ESCAPE();                                                              \
-        if (UNLIKELY(ember_compare_slow(frame, stack_pointer, OPARG) < 0)) {   \
-            stack_pointer -= 2;                                                \
-            ERROR();                                                           \
-        }                                                                      \
-        stack_pointer--;                                                       \
-        CONTINUE();                                                            \
-    } while (0)
+/* The generic comparison, honouring oparg & 16 (convert to bool), after
+ * a miss. */
+MISS_HELPER(compare_miss)
+{
+    ADAPTIVE_MISS();
+    ESCAPE();
+    if (UNLIKELY(ember_compare_slow(frame, stack_pointer, OPARG) < 0)) {
+        stack_pointer -= 2;
+        ERROR();
+    }
+    stack_pointer--;
+    CONTINUE();
+}
+#define COMPARE_GENERIC() MISS(compare_miss)
 
 /* The low four bits of the oparg say which outcomes make it true, as
  * COMPARISON_BIT encodes them (1 unordered, 2 less, 4 greater, 8 equal).
@@ -680,22 +699,23 @@ EMBER_STENCIL(CONTAINS_OP_DICT)
 
 /* ---- STORE_SUBSCR: (value, container, sub --) ------------------------ */
 
-#define STORE_SUBSCR_GENERIC()                                                 \
-    do {                                                                       \
-        ADAPTIVE_MISS();                                               \
-        _PyStackRef value_ = stack_pointer[-3], container_ = stack_pointer[-2], sub_ = stack_pointer[-1]; \
-        ESCAPE();                                                              \
-        int err_ = PyObject_SetItem(BORROW(container_), BORROW(sub_), BORROW(value_)); \
-        stack_pointer -= 3;                                                    \
-        SYNC_SP();                                                             \
-        PyStackRef_CLOSE(value_);                                              \
-        PyStackRef_CLOSE(container_);                                          \
-        PyStackRef_CLOSE(sub_);                                                \
-        if (UNLIKELY(err_ < 0)) {                                              \
-            ERROR();                                                           \
-        }                                                                      \
-        CONTINUE();                                                            \
-    } while (0)
+MISS_HELPER(store_subscr_miss)
+{
+    ADAPTIVE_MISS();
+    _PyStackRef value = stack_pointer[-3], container = stack_pointer[-2], sub = stack_pointer[-1];
+    ESCAPE();
+    int err = PyObject_SetItem(BORROW(container), BORROW(sub), BORROW(value));
+    stack_pointer -= 3;
+    SYNC_SP();
+    PyStackRef_CLOSE(value);
+    PyStackRef_CLOSE(container);
+    PyStackRef_CLOSE(sub);
+    if (UNLIKELY(err < 0)) {
+        ERROR();
+    }
+    CONTINUE();
+}
+#define STORE_SUBSCR_GENERIC() MISS(store_subscr_miss)
 
 /* As the interpreter does: the list closed before the old item. */
 EMBER_STENCIL(STORE_SUBSCR_LIST_INT)
@@ -767,22 +787,23 @@ EMBER_STENCIL(STORE_SUBSCR_DICT)
     } while (0)
 
 /* The generic CALL, for a callable the guards did not expect. */
-#define CALL_GENERIC()                                                         \
-    do {                                                                       \
-        ADAPTIVE_MISS();                                               \
-        int oparg_ = OPARG;                                                    \
-        _PyStackRef *base_ = stack_pointer - oparg_ - 2;                       \
-        ESCAPE();                                                              \
-        PyObject *res_ = ember_call(tstate, frame, base_, oparg_, 0);                  \
-        stack_pointer = base_;                                                 \
-        if (UNLIKELY(res_ == NULL)) {                                          \
-            ERROR();                                                           \
-        }                                                                      \
-        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res_);                 \
-        stack_pointer++;                                                       \
-        CALL_CHECK_PERIODIC();                                                 \
-        CONTINUE();                                                            \
-    } while (0)
+MISS_HELPER(call_miss)
+{
+    ADAPTIVE_MISS();
+    int oparg = OPARG;
+    _PyStackRef *base = stack_pointer - oparg - 2;
+    ESCAPE();
+    PyObject *res = ember_call(tstate, frame, base, oparg, 0);
+    stack_pointer = base;
+    if (UNLIKELY(res == NULL)) {
+        ERROR();
+    }
+    stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
+    stack_pointer++;
+    CALL_CHECK_PERIODIC();
+    CONTINUE();
+}
+#define CALL_GENERIC() MISS(call_miss)
 
 /* Every input of the call closed, from the top down, with the stack
  * lowered to `base` first. */

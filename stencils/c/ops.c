@@ -27,48 +27,69 @@ EMBER_STENCIL(BINARY_OP)
     BINARY_EPILOGUE(res);
 }
 
+/* The miss path of the specialised BINARY_OPs: the generic operation
+ * (OPERAND0, the binaryfunc for the oparg). */
+MISS_HELPER(binary_op_miss)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    ESCAPE();
+    ADAPTIVE_MISS();
+    PyObject *res = ((binaryfunc)OPERAND0)(BORROW(lhs), BORROW(rhs));
+    BINARY_EPILOGUE(res);
+}
+
 /* Exact ints: the operands closed by their type's deallocator, as the
  * interpreter does (an int's deallocation runs no code of the program, so the
  * stack pointer need not be stored first). Two compact ints (under 2**30,
  * the common case) are combined here, and a result from -5 to 256 is
- * CPython's cached small int, with no call at all; FAST, what the
- * interpreter calls, makes the same objects. */
+ * CPython's cached small int, with no call at all; any other result is made
+ * by NAME##_general (FAST, what the interpreter calls, makes the same
+ * objects), out of line so that the common path makes no call. */
 #define INT_BINOP(NAME, FAST, OP)                                              \
-    EMBER_STENCIL(NAME)                                                        \
+    MISS_HELPER(NAME##_general)                                                \
     {                                                                          \
         _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];          \
         PyObject *l = BORROW(lhs), *r = BORROW(rhs);                           \
         PyObject *res;                                                         \
+        ESCAPE();                                                              \
+        if (_PyLong_BothAreCompact((PyLongObject *)l, (PyLongObject *)r)) {    \
+            res = PyLong_FromSsize_t(_PyLong_CompactValue((PyLongObject *)l)   \
+                                     OP _PyLong_CompactValue((PyLongObject *)r)); \
+        }                                                                      \
+        else {                                                                 \
+            res = FAST((PyLongObject *)l, (PyLongObject *)r);                  \
+        }                                                                      \
+        stack_pointer -= 2;                                                    \
+        CLOSE_EXACT(lhs, _PyLong_ExactDealloc);                                \
+        CLOSE_EXACT(rhs, _PyLong_ExactDealloc);                                \
+        if (UNLIKELY(res == NULL)) {                                           \
+            ERROR();                                                           \
+        }                                                                      \
+        stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);                  \
+        stack_pointer++;                                                       \
+        CONTINUE();                                                            \
+    }                                                                          \
+    EMBER_STENCIL(NAME)                                                        \
+    {                                                                          \
+        _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];          \
+        PyObject *l = BORROW(lhs), *r = BORROW(rhs);                           \
         if (LIKELY(PyLong_CheckExact(l) && PyLong_CheckExact(r))) {            \
             if (LIKELY(_PyLong_BothAreCompact((PyLongObject *)l, (PyLongObject *)r))) { \
                 Py_ssize_t z = _PyLong_CompactValue((PyLongObject *)l)         \
                                OP _PyLong_CompactValue((PyLongObject *)r);     \
                 if (LIKELY(_PY_IS_SMALL_INT(z))) {                             \
-                    res = (PyObject *)&_PyLong_SMALL_INTS[_PY_NSMALLNEGINTS + z]; \
+                    stack_pointer -= 2;                                        \
+                    CLOSE_EXACT(lhs, _PyLong_ExactDealloc);                    \
+                    CLOSE_EXACT(rhs, _PyLong_ExactDealloc);                    \
+                    stack_pointer[0] = PyStackRef_FromPyObjectImmortal(        \
+                        (PyObject *)&_PyLong_SMALL_INTS[_PY_NSMALLNEGINTS + z]); \
+                    stack_pointer++;                                           \
+                    CONTINUE();                                                \
                 }                                                              \
-                else {                                                         \
-                    ESCAPE();                                                  \
-                    res = PyLong_FromSsize_t(z);                               \
-                }                                                              \
             }                                                                  \
-            else {                                                             \
-                ESCAPE();                                                      \
-                res = FAST((PyLongObject *)l, (PyLongObject *)r);              \
-            }                                                                  \
-            stack_pointer -= 2;                                                \
-            CLOSE_EXACT(lhs, _PyLong_ExactDealloc);                            \
-            CLOSE_EXACT(rhs, _PyLong_ExactDealloc);                            \
-            if (UNLIKELY(res == NULL)) {                                       \
-                ERROR();                                                       \
-            }                                                                  \
-            stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);              \
-            stack_pointer++;                                                   \
-            CONTINUE();                                                        \
+            MISS(NAME##_general);                                              \
         }                                                                      \
-        ESCAPE();                                                              \
-        ADAPTIVE_MISS();                                                       \
-        res = ((binaryfunc)OPERAND0)(l, r);                                    \
-        BINARY_EPILOGUE(res);                                                  \
+        MISS(binary_op_miss);                                                  \
     }
 
 INT_BINOP(BINARY_OP_ADD_INT, _PyLong_Add, +)
@@ -90,19 +111,43 @@ is_small_exact_int(PyObject *o)
     (PyStackRef_RefcountOnObject(REF) && BITS_TO_PTR(REF)->ob_refcnt == 1        \
      && (((PyFloatObject *)BITS_TO_PTR(REF))->ob_fval = (VALUE), 1))
 
+/* FLOAT_BINOP's rare paths: a small int on one side, or a miss. */
+#define FLOAT_BINOP_MISS(NAME, OP)                                             \
+    MISS_HELPER(NAME##_miss)                                                   \
+    {                                                                          \
+        _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];          \
+        PyObject *l = BORROW(lhs), *r = BORROW(rhs);                           \
+        PyObject *res;                                                         \
+        ESCAPE();                                                              \
+        if (PyFloat_CheckExact(l) ? is_small_exact_int(r)                      \
+                                  : PyFloat_CheckExact(r) && is_small_exact_int(l)) { \
+            double a = PyFloat_CheckExact(l) ? PyFloat_AS_DOUBLE(l)            \
+                                             : (double)_PyLong_CompactValue((PyLongObject *)l); \
+            double b = PyFloat_CheckExact(r) ? PyFloat_AS_DOUBLE(r)            \
+                                             : (double)_PyLong_CompactValue((PyLongObject *)r); \
+            res = PyFloat_FromDouble(a OP b);                                  \
+            BINARY_EPILOGUE(res);                                              \
+        }                                                                      \
+        ADAPTIVE_MISS();                                                       \
+        res = ((binaryfunc)OPERAND0)(l, r);                                    \
+        BINARY_EPILOGUE(res);                                                  \
+    }
+
 /* Exact floats: the result goes into an operand that only the stack holds,
  * else the operands are closed before the result is made, by their type's
  * deallocator, as the interpreter does (_PyFloat_FromDouble_ConsumeInputs):
- * a float freed here is the one the result reuses. A small int on one side
- * (a sum that starts at 0) gives the same float as the generic path, and is
- * not counted as a miss: the interpreter would re-specialise for it every
+ * a float freed here is the one the result reuses. The frame state is
+ * stored only for the allocation (freeing a float runs no program code),
+ * and the result, a float with one reference, is mortal. A small int on one
+ * side (a sum that starts at 0) gives the same float as the generic path,
+ * and is not counted as a miss: the interpreter would re-specialise for it every
  * ~53 times, and compiled code in a loop would hand frames over for that. */
 #define FLOAT_BINOP(NAME, OP)                                                  \
+    FLOAT_BINOP_MISS(NAME, OP)                                                 \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
         _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];          \
         PyObject *l = BORROW(lhs), *r = BORROW(rhs);                           \
-        ESCAPE();                                                              \
         PyObject *res;                                                         \
         if (LIKELY(PyFloat_CheckExact(l) && PyFloat_CheckExact(r))) {          \
             double value = PyFloat_AS_DOUBLE(l) OP PyFloat_AS_DOUBLE(r);       \
@@ -118,27 +163,17 @@ is_small_exact_int(PyObject *o)
             else {                                                             \
                 CLOSE_EXACT(lhs, _PyFloat_ExactDealloc);                       \
                 CLOSE_EXACT(rhs, _PyFloat_ExactDealloc);                       \
+                ESCAPE();                                                      \
                 res = PyFloat_FromDouble(value);                               \
                 if (UNLIKELY(res == NULL)) {                                   \
                     ERROR();                                                   \
                 }                                                              \
             }                                                                  \
-            stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);              \
+            stack_pointer[0] = PyStackRef_FromPyObjectStealMortal(res);        \
             stack_pointer++;                                                   \
             CONTINUE();                                                        \
         }                                                                      \
-        if (PyFloat_CheckExact(l) ? is_small_exact_int(r)                      \
-                                  : PyFloat_CheckExact(r) && is_small_exact_int(l)) { \
-            double a = PyFloat_CheckExact(l) ? PyFloat_AS_DOUBLE(l)            \
-                                             : (double)_PyLong_CompactValue((PyLongObject *)l); \
-            double b = PyFloat_CheckExact(r) ? PyFloat_AS_DOUBLE(r)            \
-                                             : (double)_PyLong_CompactValue((PyLongObject *)r); \
-            res = PyFloat_FromDouble(a OP b);                                  \
-            BINARY_EPILOGUE(res);                                              \
-        }                                                                      \
-        ADAPTIVE_MISS();                                                       \
-        res = ((binaryfunc)OPERAND0)(l, r);                                    \
-        BINARY_EPILOGUE(res);                                                  \
+        MISS(NAME##_miss);                                                     \
     }
 
 FLOAT_BINOP(BINARY_OP_ADD_FLOAT, +)
@@ -173,10 +208,7 @@ EMBER_STENCIL(BINARY_OP_SUBSCR_LIST_INT)
                && (Py_ssize_t)_PyLong_CompactValue((PyLongObject *)r) < PyList_GET_SIZE(l))) {
         SUBSCR_ITEM_RESULT(PyList_GET_ITEM(l, _PyLong_CompactValue((PyLongObject *)r)), lhs, rhs);
     }
-    ESCAPE();
-    ADAPTIVE_MISS();
-    PyObject *res = ((binaryfunc)OPERAND0)(l, r);
-    BINARY_EPILOGUE(res);
+    MISS(binary_op_miss);
 }
 
 /* The generic comparison of (lhs, rhs) on top of the stack: oparg >> 5 is the
@@ -217,6 +249,15 @@ EMBER_STENCIL(COMPARE_OP)
     COMPARE_GENERIC(oparg);
 }
 
+/* The generic comparison after a miss. */
+MISS_HELPER(compare_op_miss)
+{
+    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
+    ADAPTIVE_MISS();
+    int oparg = OPARG;
+    COMPARE_GENERIC(oparg);
+}
+
 /* Specialised int comparison: both compact ints; OPERAND1 = mask of
  * outcomes (1: less, 2: equal, 4: greater) that mean true, computed by tier 1
  * (operands.rs compare_mask): a shift picks the outcome's bit. */
@@ -230,16 +271,15 @@ EMBER_STENCIL(COMPARE_OP_INT)
         Py_ssize_t b = _PyLong_CompactValue((PyLongObject *)r);
         /* The outcome's bit: 0 less, 1 equal, 2 greater. */
         int truth = (OPERAND1_U32 >> (1 + (a > b) - (a < b))) & 1;
-        stack_pointer -= 2;
+        /* The result stored first (freeing an int runs no program code):
+         * nothing but the operands is then live across a deallocation. */
+        stack_pointer[-2] = truth ? PyStackRef_True : PyStackRef_False;
+        stack_pointer--;
         CLOSE_EXACT(lhs, _PyLong_ExactDealloc);
         CLOSE_EXACT(rhs, _PyLong_ExactDealloc);
-        stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
-        stack_pointer++;
         CONTINUE();
     }
-    ADAPTIVE_MISS();
-    int oparg = OPARG;
-    COMPARE_GENERIC(oparg);
+    MISS(compare_op_miss);
 }
 
 EMBER_STENCIL(TO_BOOL)

@@ -860,6 +860,68 @@ def test_float_arithmetic_with_an_int_operand():
     assert "I.__add__" in out.stdout and "OverflowError" in out.stdout
 
 
+def test_rare_paths_out_of_line():
+    # A specialised stencil's rare path (a failed guard, then the generic
+    # operation; an int result outside the cached small ints) is a helper
+    # copied after it, tail-called (MISS_HELPER in ember_stencil.h). Each
+    # is taken here after the stencil has run its common path, with errors
+    # raised from inside the helpers: the values, the exceptions and their
+    # tracebacks' lines must be the interpreter's.
+    out = check("""
+        import traceback
+
+        def ints(a, b):
+            return a + b, a - b, a * b, a < b
+
+        def items(seq, i):
+            return seq[i]
+
+        def put(seq, i, v):
+            seq[i] = v
+            return seq
+
+        def pairs(seq):
+            a, b = seq
+            return b, a
+
+        def loop(seq):
+            n = 0
+            for x in seq:
+                if x:
+                    n += 1
+            return n
+
+        def size(x):
+            return len(x)
+
+        def same(x):
+            return isinstance(x, int)
+
+        for i in range(20):
+            ints(i, 3); items([1, 2, 3], 1); put([0, 0], 1, i); pairs((1, 2)); loop([1, 0, 2])
+            size("ab"); same(3)
+        print(ints(200, 100), ints(-5, -2), ints(2 ** 40, 3), ints(3, 2 ** 70))
+        print(ints(1.5, 2), ints(True, 2), ints(2 ** 30, -(2 ** 30)))
+        print(items({1: "one"}, 1), items("xyz", 2), items([1, 2, 3], -1))
+        print(put({}, "k", 1), put([1, 2], -1, 9), pairs([3, 4]), pairs("ab"), pairs(iter((5, 6))))
+        print(loop((1, 0)), loop(x for x in [0, 1, 1]), loop(["", "a", None, 0.0]), loop(range(3)))
+        print(size([1, 2, 3]), size({1: 2}), same("s"), same(2.5))
+        len = lambda x: "shadowed"
+        print(size("abc"))
+        for bad in (lambda: ints(None, 1), lambda: ints("a", "b"), lambda: items([1], 5), lambda: put([1], 3, 0),
+                    lambda: pairs((1, 2, 3)), lambda: pairs(None), lambda: loop(7), lambda: ints(1, []) < 0):
+            try:
+                bad()
+            except Exception as e:
+                tb = traceback.extract_tb(e.__traceback__)[-1]
+                print(type(e).__name__, e, tb.name, tb.lineno, tb.line)
+    """, {"ints": {"BINARY_OP_ADD_INT", "BINARY_OP_SUBTRACT_INT", "BINARY_OP_MULTIPLY_INT", "COMPARE_OP_INT"},
+          "items": {"BINARY_OP_SUBSCR_LIST_INT"}, "put": {"STORE_SUBSCR_LIST_INT"},
+          "pairs": {"UNPACK_SEQUENCE_TWO_TUPLE"}, "loop": {"FOR_ITER_LIST", "TO_BOOL_INT"},
+          "size": {"CALL_LEN"}, "same": {"CALL_ISINSTANCE"}})
+    assert "(300, 100, 20000, False)" in out.stdout and "IndexError list index out of range items" in out.stdout
+
+
 def test_float_arithmetic_reuses_only_temporaries():
     # A float operand whose only reference is the stack's holds the result
     # (no float freed and made again). One referenced from anywhere else --
