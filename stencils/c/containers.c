@@ -409,26 +409,8 @@ MISS_HELPER(to_bool_miss)
     if (!truth_is_plain(BORROW(value))) {
         ADAPTIVE_MISS();
     }
-    if (PyStackRef_IsTrue(value) || PyStackRef_IsFalse(value)) {
-        CONTINUE();
-    }
-    ESCAPE();
-    int truth = PyObject_IsTrue(BORROW(value));
-    stack_pointer--;
-    SYNC_SP();
-    PyStackRef_CLOSE(value);
-    if (UNLIKELY(truth < 0)) {
-        ERROR();
-    }
-    stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
-    stack_pointer++;
-    CONTINUE();
+    TO_BOOL_CONVERT(value);
 }
-#define TO_BOOL_GENERIC(value) \
-    do {                       \
-        (void)(value);         \
-        MISS(to_bool_miss);    \
-    } while (0)
 
 /* One type test (bool has no subclasses), where comparing with True and
  * False took two 10-byte addresses and twice the instructions. */
@@ -438,7 +420,7 @@ EMBER_STENCIL(TO_BOOL_BOOL)
     if (LIKELY(Py_IS_TYPE(BORROW(value), &PyBool_Type))) {
         CONTINUE();
     }
-    TO_BOOL_GENERIC(value);
+    MISS(to_bool_miss);
 }
 
 EMBER_STENCIL(TO_BOOL_NONE)
@@ -448,7 +430,7 @@ EMBER_STENCIL(TO_BOOL_NONE)
         stack_pointer[-1] = PyStackRef_False;
         CONTINUE();
     }
-    TO_BOOL_GENERIC(value);
+    MISS(to_bool_miss);
 }
 
 EMBER_STENCIL(TO_BOOL_INT)
@@ -461,7 +443,7 @@ EMBER_STENCIL(TO_BOOL_INT)
         stack_pointer[-1] = truth ? PyStackRef_True : PyStackRef_False;
         CONTINUE();
     }
-    TO_BOOL_GENERIC(value);
+    MISS(to_bool_miss);
 }
 
 EMBER_STENCIL(TO_BOOL_STR)
@@ -474,7 +456,7 @@ EMBER_STENCIL(TO_BOOL_STR)
         stack_pointer[-1] = truth ? PyStackRef_True : PyStackRef_False;
         CONTINUE();
     }
-    TO_BOOL_GENERIC(value);
+    MISS(to_bool_miss);
 }
 
 /* A list's last reference may free items with finalisers. */
@@ -490,7 +472,7 @@ EMBER_STENCIL(TO_BOOL_LIST)
         stack_pointer++;
         CONTINUE();
     }
-    TO_BOOL_GENERIC(value);
+    MISS(to_bool_miss);
 }
 
 /* OPERAND0: the type version (tp_version_tag) the interpreter cached for a
@@ -506,7 +488,7 @@ EMBER_STENCIL(TO_BOOL_ALWAYS_TRUE)
         stack_pointer++;
         CONTINUE();
     }
-    TO_BOOL_GENERIC(value);
+    MISS(to_bool_miss);
 }
 
 /* ---- BINARY_OP specialisations: (lhs, rhs -- res) ---------------------- */

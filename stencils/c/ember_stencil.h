@@ -257,6 +257,28 @@ ember_new_ref(PyObject *obj)
         CONTINUE();                                                              \
     } while (0)
 
+/* TO_BOOL's conversion of the VALUE on top of the stack to True or False
+ * (generic TO_BOOL, and its specialised forms' miss path). Ends the
+ * stencil. */
+#define TO_BOOL_CONVERT(VALUE)                                                   \
+    do {                                                                         \
+        _PyStackRef value_ = (VALUE);                                            \
+        if (PyStackRef_IsTrue(value_) || PyStackRef_IsFalse(value_)) {           \
+            CONTINUE();                                                          \
+        }                                                                        \
+        ESCAPE();                                                                \
+        int truth_ = PyObject_IsTrue(BORROW(value_));                            \
+        stack_pointer--;                                                         \
+        SYNC_SP();                                                               \
+        PyStackRef_CLOSE(value_);                                                \
+        if (UNLIKELY(truth_ < 0)) {                                              \
+            ERROR();                                                             \
+        }                                                                        \
+        stack_pointer[0] = truth_ ? PyStackRef_True : PyStackRef_False;          \
+        stack_pointer++;                                                         \
+        CONTINUE();                                                              \
+    } while (0)
+
 /* Helpers that live in the ember module itself (tier1/csrc/glue.c). */
 PyObject *ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadState *tstate);
 /* Steals exc and cause; returns 1 for a bare re-raise (no new traceback). */

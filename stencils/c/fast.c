@@ -526,11 +526,6 @@ MISS_HELPER(for_iter_miss)
     ADAPTIVE_MISS();
     FOR_ITER_STEP(it);
 }
-#define FOR_ITER_GENERIC(it) \
-    do {                     \
-        (void)(it);          \
-        MISS(for_iter_miss); \
-    } while (0)
 
 EMBER_STENCIL(FOR_ITER_RANGE)
 {
@@ -559,7 +554,7 @@ EMBER_STENCIL(FOR_ITER_RANGE)
         stack_pointer++;
         CONTINUE();
     }
-    FOR_ITER_GENERIC(it);
+    MISS(for_iter_miss);
 }
 
 EMBER_STENCIL(FOR_ITER_LIST)
@@ -579,7 +574,7 @@ EMBER_STENCIL(FOR_ITER_LIST)
          * releases the sequence). */
         MISS(for_iter_step);
     }
-    FOR_ITER_GENERIC(it);
+    MISS(for_iter_miss);
 }
 
 EMBER_STENCIL(FOR_ITER_TUPLE)
@@ -599,7 +594,7 @@ EMBER_STENCIL(FOR_ITER_TUPLE)
          * releases the sequence). */
         MISS(for_iter_step);
     }
-    FOR_ITER_GENERIC(it);
+    MISS(for_iter_miss);
 }
 
 /* ---- COMPARE_OP: (lhs, rhs -- res) ----------------------------------- */

@@ -286,20 +286,7 @@ EMBER_STENCIL(TO_BOOL)
 {
     ADAPTIVE(TO_BOOL);
     _PyStackRef value = stack_pointer[-1];
-    if (PyStackRef_IsTrue(value) || PyStackRef_IsFalse(value)) {
-        CONTINUE();
-    }
-    ESCAPE();
-    int truth = PyObject_IsTrue(BORROW(value));
-    stack_pointer--;
-    SYNC_SP();
-    PyStackRef_CLOSE(value);
-    if (UNLIKELY(truth < 0)) {
-        ERROR();
-    }
-    stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False;
-    stack_pointer++;
-    CONTINUE();
+    TO_BOOL_CONVERT(value);
 }
 
 EMBER_STENCIL(UNARY_NOT)
