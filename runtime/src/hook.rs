@@ -74,6 +74,24 @@ pub unsafe extern "C" fn ember_eval_frame(
             }
         }
     }
+    // The common case with tier 1 on for code that is not compiled: a code
+    // object without a loop that stays below the call count that compiles
+    // it (wants_tier1), or one tier 1 refused. Nothing to do but count:
+    // most frames of a short program (imports, start-up) are these.
+    if !rec.is_null() && throwflag == 0 && (*rec).compiled.is_none() && (*rec).profile.pinned.is_none() {
+        let r = &mut *rec;
+        let at_start = (*frame).instr_ptr == code_start(code);
+        let calls = r.profile.calls + at_start as u64;
+        let compiles_at = st.settings.tier1_threshold.max(st.settings.tier1_threshold_loopless);
+        if r.refusal.is_some() || (r.has_loops == Some(false) && calls < compiles_at) {
+            if at_start {
+                r.profile.calls = calls;
+            } else {
+                r.profile.resumes += 1;
+            }
+            return abi::_PyEval_EvalFrameDefault(tstate, frame, 0);
+        }
+    }
     eval_frame_slow(tstate, frame, throwflag, code, rec)
 }
 

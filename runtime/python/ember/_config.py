@@ -46,23 +46,31 @@ def _tier(name: str, value: str) -> int:
                       "or 1 (baseline compiler), the tiers this build has")
 
 
-#: Defaults of the compilation settings. A function without a loop runs
-#: each instruction once per call, so its compilation (a few hundred ns per
-#: instruction) pays only after many calls; one with a loop may run long in
-#: few calls (a benchmark's main loop: once per iteration), and the
-#: interpreter does not report its iterations to Ember, nor can a running
-#: frame move into compiled code. So a function with a loop is compiled from
-#: its second call on (its first, in the interpreter, has specialised the
-#: instructions it ran), once its frames have run in the interpreter for
-#: DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT ns per code unit of its bytecode
-#: (less the time of frames of other such functions they call): a few times
-#: what compiling it costs with cold caches. A loop that runs long is
-#: compiled at the second call; the loops of code run a few times at start-up
-#: (imports: enum, re, dataclasses), which compiling made a short program pay
-#: for, are not.
+#: Defaults of the compilation settings. Compiling costs, in a short
+#: program whose caches are cold, about 1-1.5 us per instruction (and the new
+#: code is not in cache either), while compiled code saves a fraction of the
+#: interpreter's time: compiling pays only once the interpreter has spent a
+#: few times that on the function. A function without a loop runs each
+#: instruction once per call, so it is compiled after many calls (start-up
+#: code, imports, runs most of its functions fewer times). One with a loop
+#: may run long in few calls (a benchmark's main loop: once per iteration),
+#: and the interpreter does not report its iterations to Ember, nor can a
+#: running frame move into compiled code. So a function with a loop is
+#: compiled from its second call on (its first, in the interpreter, has
+#: specialised the instructions it ran), once its frames have run in the
+#: interpreter for DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT ns per code unit of
+#: its bytecode (less the time of frames of other such functions they call).
+#: A loop that runs long is compiled at the second call; the loops of code
+#: run a few times at start-up (imports: enum, re, dataclasses), which
+#: compiling made a short program pay for, are not. The values were chosen
+#: by whole-process times of pyperformance's benchmarks run once
+#: (benches/README.md, cold runs): 128 calls and 1000 ns compiled about 115
+#: functions of start-up code per process, 1024 and 4000 about 25, and were
+#: slower by 2 to 4% of the whole process; 4096 and 8000 compiled the
+#: benchmarks' own functions too late.
 DEFAULT_TIER1_THRESHOLD = 2
-DEFAULT_TIER1_THRESHOLD_LOOPLESS = 128
-DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT = 1000
+DEFAULT_TIER1_THRESHOLD_LOOPLESS = 1024
+DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT = 4000
 # Tier 1 is on by default: with every function compiled at its first call it
 # gives CPython's own test suite the interpreter's results, and it is what
 # makes a program faster (tier 0 only counts, at the hook's cost).
