@@ -211,6 +211,8 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
             rec.profile.tier = Some(Tier::Baseline);
             rec.compiled_version = version;
             rec.work_at_compile = rec.profile.calls + rec.profile.back_edges;
+            let frames_run = rec.profile.calls + rec.profile.resumes;
+            rec.long_frames = rec.interpreted_ns >= crate::records::LONG_FRAME_NS.saturating_mul(frames_run.max(1));
             if state().settings.perf_map {
                 perf_map_add(code, &c);
             }

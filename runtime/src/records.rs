@@ -77,6 +77,9 @@ pub struct CodeRecord {
     /// Times its compiled code did not hand a frame over for the interpreter
     /// to specialise an instruction again (`may_respecialise`).
     pub respecialisations_declined: u64,
+    /// Its frames ran for `LONG_FRAME_NS` or more on average in the
+    /// interpreter before it was compiled (set when it is compiled).
+    pub long_frames: bool,
     /// Whether its bytecode has a loop (computed when first needed).
     pub has_loops: Option<bool>,
     /// Time its frames ran in the interpreter (callees included) while it
@@ -259,6 +262,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         hopeless_handoffs: 0,
         respecialisations_declined: 0,
         has_loops: None,
+        long_frames: false,
         interpreted_ns: 0,
         work_at_compile: 0,
         tier1_compiles: 0,
@@ -331,6 +335,14 @@ const RESPECIALISE_FREE_HANDOFFS: u64 = 8;
 const RESPECIALISE_FREE_MISS_HANDOFFS: u64 = 1;
 const RESPECIALISE_FREE_HOPELESS_HANDOFFS: u64 = 1;
 const RESPECIALISE_CALLS_PER_HANDOFF: u64 = 256;
+/// Frames that ran this long in the interpreter, on average, before their
+/// code was compiled are long (`CodeRecord::long_frames`): a hand-off gives
+/// the interpreter a loop that runs for milliseconds (nbody's `advance`, one
+/// call per benchmark iteration: the second call lost its loop to a
+/// LOAD_GLOBAL run once per call, the third to a float `**`), so such code
+/// gets no free hand-offs, only the budget of one per
+/// `RESPECIALISE_CALLS_PER_HANDOFF` frames.
+pub const LONG_FRAME_NS: u64 = 1_000_000;
 
 /// Whether the record's code object has a loop (scanned once).
 pub fn has_loops(rec: &mut CodeRecord) -> bool {
@@ -377,6 +389,8 @@ pub unsafe extern "C" fn may_respecialise(code: *mut core::ffi::c_void, why: i32
     }
     let frames = rec.profile.calls + rec.profile.resumes;
     let allowed = match why {
+        _ if rec.long_frames => (rec.handoffs + 1).saturating_mul(RESPECIALISE_CALLS_PER_HANDOFF) <= frames,
+        retry::FIRST => true,
         retry::HOPELESS => {
             let allowed = rec.hopeless_handoffs < RESPECIALISE_FREE_HOPELESS_HANDOFFS
                 || (rec.handoffs + 1).saturating_mul(RESPECIALISE_CALLS_PER_HANDOFF) <= frames;

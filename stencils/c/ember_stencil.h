@@ -303,8 +303,12 @@ int ember_may_respecialise(_PyInterpreterFrame *frame, int why);
 #define EMBER_RETRY_MISS 1
 /* a generic instruction whose last EMBER_SPECIALISE_HOPELESS attempts or
  * more failed: its operands are likely of kinds CPython does not
- * specialise for (`x ** y` on floats). */
+ * specialise for (`x ** y` on floats); */
 #define EMBER_RETRY_HOPELESS 2
+/* a generic instruction whose attempts have not failed EMBER_SPECIALISE_ATTEMPTS
+ * times yet (one run once per call, before a loop, in the calls before
+ * compilation). */
+#define EMBER_RETRY_FIRST 3
 /* Ember's PEP 523 evaluator (runtime/src/hook.rs): runs a pushed frame
  * compiled or in the interpreter, counting it. */
 PyObject *ember_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
@@ -350,13 +354,13 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
  * form, which leaves the counter unless a guard fails.
  *
  * No hand-off where the attempt is known to fail (FAILS, below), nor where
- * it has failed EMBER_SPECIALISE_ATTEMPTS times in a row (the counter's
- * backoff exponent counts them) and the code object has used up its budget
- * of hand-offs (ember_may_respecialise; a smaller one once it has failed
- * EMBER_SPECIALISE_HOPELESS times): the counter backs off as after a
- * failed attempt, and the instruction runs generically. A hand-off leaves
- * the rest of the frame to the interpreter -- all of a long loop, when the
- * frame is a function's only call. */
+ * the code object has used up its budget of hand-offs
+ * (ember_may_respecialise: a budget by the instruction's failed attempts --
+ * the counter's backoff exponent counts them -- and by how long the code's
+ * frames run): the counter backs off as after a failed attempt, and the
+ * instruction runs generically. A hand-off leaves the rest of the frame to
+ * the interpreter -- all of a long loop, when the frame is a function's
+ * only call. */
 #define EMBER_SPECIALISE_ATTEMPTS 3
 #define EMBER_SPECIALISE_HOPELESS 6
 #define ADAPTIVE(GENERIC) ADAPTIVE_UNLESS_FAILS(GENERIC, 0)
@@ -382,9 +386,9 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
                 int failed_ = (counter_.value_and_backoff & ((1 << BACKOFF_BITS) - 1)) \
                               - ADAPTIVE_WARMUP_BACKOFF;                         \
                 if (!((FAILS) && tstate->interp->eval_frame != NULL)            \
-                    && (failed_ < EMBER_SPECIALISE_ATTEMPTS                      \
-                        || ember_may_respecialise(frame, failed_ >= EMBER_SPECIALISE_HOPELESS \
-                                                             ? EMBER_RETRY_HOPELESS : EMBER_RETRY_GENERIC))) { \
+                    && ember_may_respecialise(frame, failed_ < EMBER_SPECIALISE_ATTEMPTS ? EMBER_RETRY_FIRST \
+                                                     : failed_ >= EMBER_SPECIALISE_HOPELESS ? EMBER_RETRY_HOPELESS \
+                                                     : EMBER_RETRY_GENERIC)) {  \
                     HAND_OFF;                                                    \
                 }                                                                \
                 counter_ = adaptive_counter_backoff(counter_);                   \

@@ -450,3 +450,42 @@ def test_unpacking_tuples_and_lists_at_one_site_does_not_miss(tmp_path):
     assert tier == 1
     assert declined == 0, declined
     assert handoffs <= 3 and compiles <= 2, (handoffs, compiles)
+
+
+def test_long_frames_are_not_handed_off_before_their_loop(tmp_path):
+    # nbody's advance as pyperformance runs it: one call is one long loop
+    # (milliseconds), and a process makes a few calls. The first call runs
+    # in the interpreter; LOAD_GLOBAL and CALL before the loop run once per
+    # call, so they are still generic when the function is compiled at its
+    # second call, and a float `**` in the loop has failed to specialise
+    # thousands of times. Handing the frame over to have any of them
+    # specialised again gives the interpreter the rest of the loop: each
+    # compiled call would lose its run (the second to the LOAD_GLOBAL, the
+    # third to the `**`). Compiled code keeps such frames.
+    source = """
+        import ember
+
+        def advance(n):
+            t = 0.0
+            for i in range(n):
+                t += (1.5 + i) ** -1.5
+            return t
+
+        results = {advance(200000) for _ in range(4)}
+        f = next(f for f in ember.stats()["functions"] if f["qualname"] == "advance")
+        print(len(results), results.pop())
+        print(f["tier"], f["calls"], f["handoffs"], f["back_edges"])
+    """
+    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    first, second = p.stdout.splitlines()
+    n_results, value = first.split()
+    t = 0.0
+    for i in range(200000):
+        t += (1.5 + i) ** -1.5
+    assert n_results == "1" and float(value) == t
+    tier, calls, handoffs, back_edges = map(int, second.split())
+    assert tier == 1 and calls == 4
+    assert handoffs == 0, handoffs
+    # Calls 2 to 4 ran their loops in compiled code.
+    assert back_edges == 3 * 200000, back_edges

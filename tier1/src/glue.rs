@@ -74,6 +74,9 @@ pub mod retry {
     /// in a row that its operands are likely of kinds CPython does not
     /// specialise.
     pub const HOPELESS: i32 = 2;
+    /// A generic instruction whose attempts have not failed often yet (one
+    /// run once per call, before a loop, in the calls before compilation).
+    pub const FIRST: i32 = 3;
 }
 
 /// Have `policy` decide whether compiled code hands its frame to the
