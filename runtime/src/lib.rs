@@ -396,16 +396,19 @@ fn _tier1_disassemble<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResul
     };
     let bytes = c.machine_code();
     let isa = ember_tier1::disasm::Isa::host();
-    // Stencils in layout order, then the shared exits as one block.
+    // The shared exits as one block, the cold parts as one, and each
+    // instruction's code, by address (the stores an unpacking does are
+    // placed among the cold parts; stable: an instruction placed where the
+    // cold parts start comes after their empty block).
     let mut blocks: Vec<(Py<PyAny>, &str, usize)> = Vec::new();
-    for &(index, off, name) in &c.map {
-        blocks.push((index.into_py_any(py)?, name, off));
-    }
-    blocks.sort_by_key(|b| b.2);
     blocks.push(("exits".into_py_any(py)?, "ERROR_EXIT, RERAISE_EXIT, DEOPT_EXIT", c.exits_offset));
     if c.cold_offset < bytes.len() {
         blocks.push(("cold".into_py_any(py)?, "the instructions' rarely taken paths", c.cold_offset));
     }
+    for &(index, off, name) in &c.map {
+        blocks.push((index.into_py_any(py)?, name, off));
+    }
+    blocks.sort_by_key(|b| b.2);
     let out = PyList::empty(py);
     for i in 0..blocks.len() {
         let start = blocks[i].2;

@@ -83,14 +83,14 @@ pub(crate) fn split_cold(s: &mut BuiltStencil) -> bool {
             s.code_holes = code_holes;
             s.cold = cold;
             s.cold_holes = cold_holes;
-            s.trailing_continue = Some(tail);
+            s.trailing_continue = tail;
             true
         }
         None => false,
     }
 }
 
-type Plan = (Vec<u8>, Vec<Hole>, Vec<u8>, Vec<Hole>, u32);
+type Plan = (Vec<u8>, Vec<Hole>, Vec<u8>, Vec<Hole>, Option<u32>);
 
 /// The rel32 field of a branch to the continuation, at `offset`.
 fn continue_hole(offset: u32) -> Hole {
@@ -99,6 +99,12 @@ fn continue_hole(offset: u32) -> Hole {
 
 fn is_continue_jump(code: &[u8], holes: &[Hole], off: u32, len: u32) -> bool {
     len == 5 && code[off as usize] == 0xE9 && holes.contains(&continue_hole(off + 1))
+}
+
+/// `jmp Jump`: JUMP() (the instruction's jump target), unconditionally.
+fn is_jump_jump(code: &[u8], holes: &[Hole], off: u32, len: u32) -> bool {
+    let jump_hole = Hole { offset: off + 1, kind: RelocKind::X86_64_PC32, value: HoleValue::Jump, addend: -4 };
+    len == 5 && code[off as usize] == 0xE9 && holes.contains(&jump_hole)
 }
 
 /// `jcc Continue` (a conditional tail call clang emitted for CONTINUE()).
@@ -203,11 +209,21 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
         matches!(i.kind, Kind::Branch { cc: Some(_), target } if target == end)
             || is_cond_continue_jump(code, &holes, i.off, i.len)
     });
+    // A stencil whose own code never continues (the continuation is in a
+    // miss helper copied after it, or there is none) and whose common path
+    // ends in a jump to the instruction's target (an unpacking that does
+    // its stores, then jumps past their code) ends it there.
+    let home_jump = || {
+        insns.iter().position(|i| i.off < s.home_len && is_jump_jump(code, &holes, i.off, i.len)).map(|j| (j + 1, false))
+    };
     let (cut, inverted) = match (uncond, cond) {
         (Some(u), Some(c)) if c < u && insns[c + 1..u].iter().any(|i| i.call) => (c + 1, true),
+        (Some(u), _) if insns[u].off >= s.home_len && cond.is_none_or(|c| insns[c].off >= s.home_len) => {
+            home_jump().unwrap_or((u + 1, false))
+        }
         (Some(u), _) => (u + 1, false),
         (None, Some(c)) => (c + 1, true),
-        (None, None) => return None,
+        (None, None) => home_jump()?,
     };
     if cut >= insns.len() {
         return None;
@@ -363,11 +379,14 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
     if falls_through {
         push_continue_jump(&mut cold, &mut cold_holes);
     }
-    // The common path ends with its jump to the continuation: dropped when
-    // the next stencil follows.
+    // The common path ends with its jump to the continuation (dropped when
+    // the next stencil follows), or to the instruction's target.
     let tail = hot.len() as u32 - 5;
-    debug_assert!(is_continue_jump(&hot, &hot_holes, tail, 5));
-    Some((hot, hot_holes, cold, cold_holes, tail))
+    if is_continue_jump(&hot, &hot_holes, tail, 5) {
+        return Some((hot, hot_holes, cold, cold_holes, Some(tail)));
+    }
+    debug_assert!(is_jump_jump(&hot, &hot_holes, tail, 5));
+    Some((hot, hot_holes, cold, cold_holes, None))
 }
 
 /// The hole of the `jmp rel32` at `off` when it leaves the stencil (to the
@@ -478,6 +497,28 @@ mod tests {
         );
         assert_eq!(s.cold.len(), 2 + 16 + 5);
         assert_eq!(s.cold_holes, vec![cont(2 + 16 + 1)]);
+    }
+
+    #[test]
+    fn a_common_path_that_ends_in_a_jump_to_the_target_is_split_there() {
+        // UNPACK_SEQUENCE_*__STORES: 0: test rdi,rdi; 3: jne +5 (-> 10);
+        // 5: jmp JUMP; 10: 16 nops; 26: jmp helper (rel32 hole); 31: int3;
+        // 32: the helper, 8 nops then jmp CONTINUE: the stencil's own code
+        // never continues.
+        let jump = |offset| Hole { offset, kind: RelocKind::X86_64_PC32, value: HoleValue::Jump, addend: -4 };
+        let mut code = vec![0x48, 0x85, 0xFF, 0x75, 0x05, 0xE9, 0, 0, 0, 0];
+        code.extend(std::iter::repeat_n(0x90, 16));
+        code.extend([0xE9, 0, 0, 0, 0, 0xCC]);
+        code.extend(std::iter::repeat_n(0x90, 8));
+        code.extend([0xE9, 0, 0, 0, 0]);
+        let mut s = stencil(code, vec![jump(6), to_code(27, 32), cont(41)]);
+        s.home_len = 31;
+        assert!(split_cold(&mut s));
+        // Hot: test; jne rel32 -> Cold+0; jmp JUMP.
+        assert_eq!(s.code, vec![0x48, 0x85, 0xFF, 0x0F, 0x85, 0, 0, 0, 0, 0xE9, 0, 0, 0, 0]);
+        assert_eq!(s.trailing_continue, None);
+        assert_eq!(s.code_holes, vec![Hole { offset: 5, kind: RelocKind::X86_64_PC32, value: HoleValue::Cold, addend: -4 }, jump(10)]);
+        assert_eq!(s.cold.len(), 16 + 5 + 1 + 8 + 5);
     }
 
     #[test]

@@ -253,27 +253,25 @@ UNPACK_FAST(UNPACK_SEQUENCE_LIST, (void)0, unpack_miss, PyList, OPARG)
  * store its oparg items, on one line, none a jump target
  * (tier1/src/compile.rs chooses this form): the unpacking and the stores are
  * done by ember_unpack_stores (tier1/csrc/containers.c), then a jump past
- * the stores' own code, which stays in place for the rest: a sequence that
- * is not an exact tuple or list of oparg items is unpacked here the generic
- * way, and the stores follow. OPERAND0: the locals stored, item j's in bits
- * 4j..4j+3. */
-#define UNPACK_STORES(NAME, PRE, MISS)                                         \
+ * the stores' own code, which tier 1 places with the rare paths: a sequence
+ * that is not an exact tuple or list of oparg items is unpacked the generic
+ * way (out of line: MISS), and the stores follow. OPERAND0: the locals
+ * stored, item j's in bits 4j..4j+3. */
+#define UNPACK_STORES(NAME, PRE, GENERIC)                                      \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
         PRE;                                                                   \
-        int oparg = OPARG;                                                     \
-        _PyStackRef *sp = ember_unpack_stores(frame, stack_pointer, OPERAND0, oparg, THIS_INSTR); \
+        _PyStackRef *sp = ember_unpack_stores(frame, stack_pointer, OPERAND0, OPARG, THIS_INSTR); \
         if (LIKELY(sp != NULL)) {                                              \
             stack_pointer = sp;                                                \
             JUMP();                                                            \
         }                                                                      \
-        MISS;                                                                  \
-        UNPACK_GENERIC(oparg, -1, oparg);                                      \
+        MISS(GENERIC);                                                         \
     }
 
-UNPACK_STORES(UNPACK_SEQUENCE__STORES, ADAPTIVE(UNPACK_SEQUENCE), (void)0)
-UNPACK_STORES(UNPACK_SEQUENCE_TUPLE__STORES, (void)0, ADAPTIVE_MISS())
-UNPACK_STORES(UNPACK_SEQUENCE_LIST__STORES, (void)0, ADAPTIVE_MISS())
+UNPACK_STORES(UNPACK_SEQUENCE__STORES, ADAPTIVE(UNPACK_SEQUENCE), unpack_generic)
+UNPACK_STORES(UNPACK_SEQUENCE_TUPLE__STORES, (void)0, unpack_miss)
+UNPACK_STORES(UNPACK_SEQUENCE_LIST__STORES, (void)0, unpack_miss)
 
 /* ---- Formatting ------------------------------------------------------- */
 

@@ -170,6 +170,35 @@ def test_dis_shows_machine_code_per_instruction(ember_on):
     ember.unpin(sub)
 
 
+def test_stores_an_unpacking_does_are_placed_with_the_rare_paths(ember_on):
+    # UNPACK_SEQUENCE_*__STORES stores the items itself and jumps past the
+    # stores' own code, which runs only after a sequence its fast path does
+    # not take (then the generic unpacking falls into it): that code is
+    # placed with the rare paths, not between the common paths, where a
+    # function of many unpackings (unpack_sequence) would run through it.
+    def swap(seq):
+        a, b, c, d = seq
+        return d, c, b, a
+
+    ember.pin(swap, 1)
+    try:
+        assert [swap((1, 2, 3, 4)) for _ in range(3)] == [(4, 3, 2, 1)] * 3
+        assert swap([5, 6, 7, 8]) == (8, 7, 6, 5)
+        assert swap("wxyz") == ("z", "y", "x", "w")  # the generic way, then the stores' code
+        with pytest.raises(ValueError):
+            swap((1, 2, 3))
+        assert ember.is_compiled(swap)
+        out = io.StringIO()
+        ember.dis(swap, file=out)
+        text = out.getvalue()
+        assert re.search(r"__STORES\]", text), text
+        stores = [m.start() for m in re.finditer(r"\[stencil STORE_FAST_STORE_FAST\]", text)]
+        assert len(stores) == 2, text
+        assert all(text.index("cold paths:") < at for at in stores), text
+    finally:
+        ember.unpin(swap)
+
+
 def test_perf_map_matches_compiled_code(tmp_path):
     # Every compilation appends one line; the stats list the code now live.
     # The child turns Ember and the garbage collector off before it looks,

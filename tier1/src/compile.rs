@@ -142,6 +142,10 @@ pub struct Instr {
     /// that follow are done there (set by the layout; see
     /// [`Compiler::fused_stores`]).
     fused_stores: bool,
+    /// A store that the unpacking before it does (`fused_stores`): its own
+    /// code, run only after a sequence the unpacking's fast path did not
+    /// take, is placed with the rare paths (set by the layout).
+    skipped: bool,
 }
 
 const FIRST_INSTRUMENTED: u8 = 234;
@@ -279,6 +283,7 @@ fn decode_into(
             line_start: false,
             with_null: op.null_variant && oparg & 1 == 1,
             fused_stores: false,
+            skipped: false,
         };
         if op.jump != JumpRule::None {
             if let JumpTo::Instr(t) = operands::jump(&instr, op.jump) {
@@ -806,12 +811,19 @@ impl Compiler {
         // Every instruction has a usable program; one needs extras.
         let mut ok = true;
         let mut extra = false;
+        let mut any_skipped = false;
         {
             let (targets, unit_off) = (&s.targets[..], &mut s.unit_off[..]);
             for k in 0..s.instrs.len() {
                 if self.stores_ops[s.instrs[k].opcode as usize].prog != NO_PROG {
-                    s.instrs[k].fused_stores = self.fused_stores(&s.instrs, k, targets).is_some();
+                    if let Some((_, after)) = self.fused_stores(&s.instrs, k, targets) {
+                        s.instrs[k].fused_stores = true;
+                        for store in s.instrs[k + 1..].iter_mut().take_while(|i| (i.index as usize) < after) {
+                            store.skipped = true;
+                        }
+                    }
                 }
+                let full = full_form(&s.instrs, k);
                 let instr = &mut s.instrs[k];
                 let line = instr.line;
                 let has_line = line != NO_LINE;
@@ -820,28 +832,35 @@ impl Compiler {
                     current = line;
                 }
                 instr.line_start = start;
-                unit_off[instr.index as usize] = off as u32;
                 n_starts += start as usize;
-                if start {
-                    off += lc_len;
-                }
                 let op = self.op(instr);
                 ok &= op.ok;
                 extra |= op.extra;
-                off += op.short_len as usize;
+                let len = if full { op.full_len } else { op.short_len } as usize;
+                if instr.skipped {
+                    // With the cold parts, in order: its offset from their
+                    // start until that is known (below). Never a line start
+                    // (fused_stores: on the unpacking's line, not a target).
+                    debug_assert!(!start);
+                    any_skipped = true;
+                    unit_off[instr.index as usize] = cold_bytes as u32;
+                    cold_bytes += len;
+                } else {
+                    unit_off[instr.index as usize] = off as u32;
+                    if start {
+                        off += lc_len;
+                        // Cold parts go in the order of their stencils.
+                        cold_bytes += lc.cold_len as usize;
+                    }
+                    off += len;
+                }
                 cold_bytes += op.cold_len as usize;
             }
         }
         if !ok || (n_starts > 0 && lc.error.is_some()) {
             return Err(self.layout_refusal(&s.instrs, lc));
         }
-        if let Some(last) = s.instrs.last() {
-            // The last instruction keeps its trailing jump.
-            let op = self.op(last);
-            off += (op.full_len - op.short_len) as usize;
-        }
         if n_starts > 0 {
-            cold_bytes += n_starts * lc.cold_len as usize;
             extra |= lc.extra;
         }
         let instrs = &s.instrs[..];
@@ -859,6 +878,11 @@ impl Compiler {
         // The cold parts, after all the code of the common paths.
         let cold_start = off;
         let code_bytes = off + cold_bytes;
+        if any_skipped {
+            for instr in s.instrs.iter().filter(|i| i.skipped) {
+                s.unit_off[instr.index as usize] += cold_start as u32;
+            }
+        }
         let mut layout = Extra { tramp_off: code_bytes, got_off: code_bytes, end: code_bytes };
         if extra {
             layout = self.extra_layout(instrs, lc, code_bytes);
@@ -1009,15 +1033,25 @@ impl Compiler {
                     JumpTo::None => Target::None,
                 },
             };
-            let form = if k + 1 < n { &prog.short } else { &prog.full };
-            let cont_off = code_off + form.len;
+            let full = full_form(instrs, k);
+            let form = if full { &prog.full } else { &prog.short };
+            // A store done by the unpacking goes with the cold parts, its
+            // own cold part after it.
+            let (place, cold_place) = if instr.skipped { (cold_off, cold_off + form.len) } else { (code_off, cold_off) };
+            // What follows the code: the next instruction's, but for an
+            // unpacking whose stores are placed apart, and for those.
+            let cont_off = if (instr.skipped || instrs.get(k + 1).is_some_and(|i| i.skipped)) && (instr.next as usize) < n_units {
+                s.unit_off[instr.next as usize]
+            } else {
+                place + form.len
+            };
             let item = || Item {
                 prog: op.prog,
                 instr: k as u32,
-                code_off,
+                code_off: place,
                 n_holes: form.n_holes,
-                hot_off: code_off,
-                cold_off,
+                hot_off: place,
+                cold_off: cold_place,
                 cont_off,
                 line_check: false,
                 operand0,
@@ -1039,9 +1073,13 @@ impl Compiler {
                 values[slot::OPERAND1 as usize] = v;
                 avail |= 1 << slot::OPERAND1;
             }
-            self.emit(&cx, (code_off, cold_off), item, prog, form, avail, &mut values, buf, &mut cold_error)?;
-            code_off = cont_off;
-            cold_off += prog.cold_len;
+            self.emit(&cx, (place, cold_place), item, prog, form, avail, &mut values, buf, &mut cold_error)?;
+            if instr.skipped {
+                cold_off += form.len + prog.cold_len;
+            } else {
+                code_off = place + form.len;
+                cold_off += prog.cold_len;
+            }
         }
         values[slot::OPERAND0 as usize] = entries_addr;
         for p in [error_exit, reraise_exit, deopt_exit] {
@@ -1236,7 +1274,6 @@ impl Compiler {
     fn extra_layout(&self, instrs: &[Instr], lc: &Prog, code_bytes: usize) -> Extra {
         let progs = self.programs.all();
         let (mut n_tramp, mut n_got, mut data) = (0, 0, Vec::new());
-        let n = instrs.len();
         let count = |prog: &Prog, n_holes: u16, n_tramp: &mut usize, n_got: &mut usize, data: &mut Vec<&'static ember_stencils::Stencil>| {
             if !prog.extra {
                 return;
@@ -1254,7 +1291,7 @@ impl Compiler {
                 count(lc, lc.short.n_holes, &mut n_tramp, &mut n_got, &mut data);
             }
             let prog = &progs[self.op(instr).prog as usize];
-            let n_holes = if k + 1 < n { prog.short.n_holes } else { prog.full.n_holes };
+            let n_holes = if full_form(instrs, k) { prog.full.n_holes } else { prog.short.n_holes };
             count(prog, n_holes, &mut n_tramp, &mut n_got, &mut data);
         }
         if let Ok(exits) = &self.exits {
@@ -1514,6 +1551,13 @@ fn prefetch(p: *const u8, len: usize) {
         }
     }
     let _ = (p, len);
+}
+
+/// Whether instruction `k` is placed with its trailing jump to what follows
+/// it: the last one; a store done by the unpacking before it, placed apart
+/// (`Instr::skipped`), and that unpacking.
+fn full_form(instrs: &[Instr], k: usize) -> bool {
+    k + 1 == instrs.len() || instrs[k].skipped || instrs[k + 1].skipped
 }
 
 fn align(x: usize, a: usize) -> usize {
