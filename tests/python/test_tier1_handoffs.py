@@ -443,9 +443,9 @@ def test_unpacking_tuples_and_lists_at_one_site_does_not_miss(tmp_path):
         print(f["tier"], f["handoffs"], f["respecialisations_declined"], f["compiles"]["1"])
     """
     # Compiled at its second call, as the default policy compiles a long
-    # loop, but whatever its frames take: under the default policy, frames
-    # of 1 ms or more (qemu) get no free hand-offs, and the generic
-    # instructions before the loop would count declines of their own.
+    # loop, but whatever its frames take: under the default policy, long
+    # frames (qemu) get no free hand-offs, and the generic instructions
+    # before the loop would count declines of their own.
     p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1", "EMBER_TIER1_THRESHOLD": "2"}, tmp_path)
     assert p.returncode == 0, p.stderr
     first, second = p.stdout.splitlines()
@@ -458,7 +458,7 @@ def test_unpacking_tuples_and_lists_at_one_site_does_not_miss(tmp_path):
 
 def test_long_frames_are_not_handed_off_before_their_loop(tmp_path):
     # nbody's advance as pyperformance runs it: one call is one long loop
-    # (milliseconds), and a process makes a few calls. The first call runs
+    # (over 20 ms), and a process makes a few calls. The first call runs
     # in the interpreter; LOAD_GLOBAL and CALL before the loop run once per
     # call, so they are still generic when the function is compiled at its
     # second call, and a float `**` in the loop has failed to specialise
@@ -475,7 +475,7 @@ def test_long_frames_are_not_handed_off_before_their_loop(tmp_path):
                 t += (1.5 + i) ** -1.5
             return t
 
-        results = {advance(200000) for _ in range(4)}
+        results = {advance(1000000) for _ in range(4)}
         f = next(f for f in ember.stats()["functions"] if f["qualname"] == "advance")
         print(len(results), results.pop())
         print(f["tier"], f["calls"], f["handoffs"], f["back_edges"])
@@ -485,11 +485,11 @@ def test_long_frames_are_not_handed_off_before_their_loop(tmp_path):
     first, second = p.stdout.splitlines()
     n_results, value = first.split()
     t = 0.0
-    for i in range(200000):
+    for i in range(1000000):
         t += (1.5 + i) ** -1.5
     assert n_results == "1" and float(value) == t
     tier, calls, handoffs, back_edges = map(int, second.split())
     assert tier == 1 and calls == 4
     assert handoffs == 0, handoffs
     # Calls 2 to 4 ran their loops in compiled code.
-    assert back_edges == 3 * 200000, back_edges
+    assert back_edges == 3 * 1000000, back_edges
