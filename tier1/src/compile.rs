@@ -1038,13 +1038,10 @@ impl Compiler {
             // A store done by the unpacking goes with the cold parts, its
             // own cold part after it.
             let (place, cold_place) = if instr.skipped { (cold_off, cold_off + form.len) } else { (code_off, cold_off) };
-            // What follows the code: the next instruction's, but for an
-            // unpacking whose stores are placed apart, and for those.
-            let cont_off = if (instr.skipped || instrs.get(k + 1).is_some_and(|i| i.skipped)) && (instr.next as usize) < n_units {
-                s.unit_off[instr.next as usize]
-            } else {
-                place + form.len
-            };
+            // What follows the code: the next instruction's, which is not
+            // placed right after it when it keeps its trailing jump (but
+            // for the last).
+            let cont_off = if full && k + 1 < n { s.unit_off[instr.next as usize] } else { place + form.len };
             let item = || Item {
                 prog: op.prog,
                 instr: k as u32,
