@@ -26,6 +26,28 @@ def run_measured(source, tmp_path):
     return result, tier, handoffs, back_edges
 
 
+def run_advance(source, n, tmp_path):
+    """Runs `source`, whose `advance(n)` sums (1.5 + i) ** -1.5 for i below n
+    and is called into the set `results`; checks that every call gave the
+    interpreter's sum and returns advance's tier, calls, hand-offs and
+    back-edges."""
+    source += """
+        f = next(f for f in ember.stats()["functions"] if f["qualname"] == "advance")
+        print(len(results), results.pop())
+        print(f["tier"], f["calls"], f["handoffs"], f["back_edges"])
+    """
+    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    first, second = p.stdout.splitlines()
+    n_results, value = first.split()
+    t = 0.0
+    for i in range(n):
+        t += (1.5 + i) ** -1.5
+    assert n_results == "1" and float(value) == t
+    tier, calls, handoffs, back_edges = map(int, second.split())
+    return tier, calls, handoffs, back_edges
+
+
 def test_specialised_code_runs_without_hand_offs(tmp_path):
     # A guard that holds must not count as a miss: TO_BOOL_BOOL once ran its
     # generic path (and so the adaptive counter) on every execution, and from
@@ -399,21 +421,8 @@ def test_unspecialisable_operation_in_a_loop_hands_off_once(tmp_path):
             return t
 
         results = {advance(20000) for _ in range(10)}
-        f = next(f for f in ember.stats()["functions"] if f["qualname"] == "advance")
-        print(len(results), results.pop())
-        print(f["tier"], f["calls"], f["handoffs"], f["back_edges"])
     """
-    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
-    assert p.returncode == 0, p.stderr
-    first, second = p.stdout.splitlines()
-    n_results, value = first.split()
-    t = 0.0
-    i = 0
-    while i < 20000:
-        t += (1.5 + i) ** -1.5
-        i += 1
-    assert n_results == "1" and float(value) == t
-    tier, calls, handoffs, back_edges = map(int, second.split())
+    tier, calls, handoffs, back_edges = run_advance(source, 20000, tmp_path)
     assert tier == 1 and calls == 10
     assert handoffs <= 2, handoffs
     # Calls 3 to 10 ran their loops in compiled code (without the rule,
@@ -476,19 +485,8 @@ def test_long_frames_are_not_handed_off_before_their_loop(tmp_path):
             return t
 
         results = {advance(1000000) for _ in range(4)}
-        f = next(f for f in ember.stats()["functions"] if f["qualname"] == "advance")
-        print(len(results), results.pop())
-        print(f["tier"], f["calls"], f["handoffs"], f["back_edges"])
     """
-    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
-    assert p.returncode == 0, p.stderr
-    first, second = p.stdout.splitlines()
-    n_results, value = first.split()
-    t = 0.0
-    for i in range(1000000):
-        t += (1.5 + i) ** -1.5
-    assert n_results == "1" and float(value) == t
-    tier, calls, handoffs, back_edges = map(int, second.split())
+    tier, calls, handoffs, back_edges = run_advance(source, 1000000, tmp_path)
     assert tier == 1 and calls == 4
     assert handoffs == 0, handoffs
     # Calls 2 to 4 ran their loops in compiled code.
