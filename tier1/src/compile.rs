@@ -146,6 +146,8 @@ pub struct Instr {
     /// code, run only after a sequence the unpacking's fast path did not
     /// take, is placed with the rare paths (set by the layout).
     skipped: bool,
+    /// Placed with its trailing jump ([`full_form`]; set by the layout).
+    full: bool,
 }
 
 const FIRST_INSTRUMENTED: u8 = 234;
@@ -284,6 +286,7 @@ fn decode_into(
             with_null: op.null_variant && oparg & 1 == 1,
             fused_stores: false,
             skipped: false,
+            full: false,
         };
         if op.jump != JumpRule::None {
             if let JumpTo::Instr(t) = operands::jump(&instr, op.jump) {
@@ -825,6 +828,7 @@ impl Compiler {
                 }
                 let full = full_form(&s.instrs, k);
                 let instr = &mut s.instrs[k];
+                instr.full = full;
                 let line = instr.line;
                 let has_line = line != NO_LINE;
                 let start = has_line && (line != current || targets[instr.index as usize] != 0) && k > 0;
@@ -895,7 +899,9 @@ impl Compiler {
         let mut block = self.arena.alloc(total).map_err(|e| Refusal::Memory(e.to_string()))?;
         let base = block.addr();
         let region = block.region_base();
-        let mut entries = vec![0u64; n_units].into_boxed_slice();
+        // Where each instruction's code is entered; 0 for the cache units.
+        let entries: Box<[u64]> =
+            s.unit_off.iter().map(|&o| if o == NO_OFFSET { 0 } else { base + o as u64 }).collect();
         let mut ids = vec![0u16; n].into_boxed_slice();
         let entries_addr = entries.as_ptr() as u64;
         let site_caches: Box<[_]> = (0..n_site_words).map(|_| core::cell::UnsafeCell::new(0u64)).collect();
@@ -952,9 +958,6 @@ impl Compiler {
         for (k, instr) in instrs.iter().enumerate() {
             let op = self.op(instr);
             let prog = &progs[op.prog as usize];
-            // The entry table and the stencil number.
-            let entry = base + s.unit_off[instr.index as usize] as u64;
-            entries[instr.index as usize] = entry;
             ids[k] = op.prog;
             values[slot::OPARG as usize] = instr.oparg as u64;
             values[slot::THIS_INSTR as usize] = bytecode + 2 * instr.index as u64;
@@ -1033,7 +1036,7 @@ impl Compiler {
                     JumpTo::None => Target::None,
                 },
             };
-            let full = full_form(instrs, k);
+            let full = instr.full;
             let form = if full { &prog.full } else { &prog.short };
             // A store done by the unpacking goes with the cold parts, its
             // own cold part after it.
@@ -1283,12 +1286,12 @@ impl Compiler {
                 data.push(prog.stencil);
             }
         };
-        for (k, instr) in instrs.iter().enumerate() {
+        for instr in instrs {
             if instr.line_start {
                 count(lc, lc.short.n_holes, &mut n_tramp, &mut n_got, &mut data);
             }
             let prog = &progs[self.op(instr).prog as usize];
-            let n_holes = if full_form(instrs, k) { prog.full.n_holes } else { prog.short.n_holes };
+            let n_holes = if instr.full { prog.full.n_holes } else { prog.short.n_holes };
             count(prog, n_holes, &mut n_tramp, &mut n_got, &mut data);
         }
         if let Ok(exits) = &self.exits {
