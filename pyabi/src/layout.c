@@ -38,6 +38,8 @@ const struct ember_layout_entry ember_layout_3_14[] = {
     FIELD(PyCodeObject, co_flags),
     FIELD(PyCodeObject, co_linetable),
     FIELD(PyCodeObject, co_firstlineno),
+    FIELD(PyCodeObject, co_filename),
+    FIELD(PyCodeObject, co_qualname),
     FIELD(PyCodeObject, _co_instrumentation_version),
     FIELD(PyThreadState, eval_breaker),
     { "_PY_EVAL_EVENTS_MASK", _PY_EVAL_EVENTS_MASK },

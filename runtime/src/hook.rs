@@ -6,6 +6,7 @@
 //! coroutine resumption, each module body. Its common path must stay tiny.
 
 use core::ffi::c_void;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use ember_pyabi::current::{self as abi, EvalFrameFn, InterpreterFrame, PyThreadState};
 use pyo3::ffi;
@@ -27,6 +28,9 @@ pub unsafe extern "C" fn ember_eval_frame(
     let st = state();
     let code = (*frame).f_executable.as_ptr() as *mut ffi::PyObject;
     let rec = records::lookup(code);
+    if !rec.is_null() && (*rec).import_boundary && st.settings.by_policy() {
+        return run_import(tstate, frame, throwflag, &mut *rec);
+    }
     // The common case with tier 1 off: a known code object called afresh
     // or resumed (a generator's next()), nothing to do but count. Kept free
     // of calls so that it needs no saved registers; everything else is in
@@ -113,6 +117,9 @@ unsafe fn eval_frame_slow(
         }
     }
     let rec = &mut *rec;
+    if rec.import_boundary && st.settings.by_policy() {
+        return run_import(tstate, frame, throwflag, rec);
+    }
     let start = code_start(code);
     let at_start = (*frame).instr_ptr == start;
     if at_start && throwflag == 0 {
@@ -210,6 +217,60 @@ fn wants_tier1(rec: &mut records::CodeRecord, settings: &jit::Settings) -> bool 
     }
 }
 
+/// Set while an import runs with no evaluator installed ([`run_import`]):
+/// Ember counts as installed, and is put back when the import ends.
+static SUSPENDED_FOR_IMPORT: AtomicBool = AtomicBool::new(false);
+
+/// An import of a module not yet loaded (a frame of importlib's
+/// `_find_and_load`): finding the module, loading it and running its body,
+/// and the imports that does, run with no evaluator installed, as in
+/// CPython without Ember. An installed evaluator turns off the interpreter's
+/// inlined Python-to-Python calls, and calls become C calls through it:
+/// that cost, not the compiling, was most of what a short program (mostly
+/// imports) lost under Ember. Code run while an import runs is neither
+/// counted nor entered in compiled code (other threads' too: the evaluator
+/// belongs to the interpreter): start-up code that the default policy would
+/// rarely compile. Only under that policy: with a threshold set (0: every
+/// function at its first call) imports are compiled like everything else.
+#[cold]
+#[inline(never)]
+unsafe fn run_import(
+    tstate: *mut PyThreadState,
+    frame: *mut InterpreterFrame,
+    throwflag: i32,
+    rec: &mut records::CodeRecord,
+) -> *mut abi::PyObject {
+    if throwflag == 0 && (*frame).instr_ptr == code_start(rec.code) {
+        rec.profile.calls += 1;
+    } else {
+        rec.profile.resumes += 1;
+    }
+    install(None);
+    SUSPENDED_FOR_IMPORT.store(true, Ordering::Relaxed);
+    let result = abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag);
+    // Not put back if Ember was turned off meanwhile (`disable`).
+    if SUSPENDED_FOR_IMPORT.swap(false, Ordering::Relaxed) && matches!(installed_now(), Installed::Default) {
+        install(Some(ember_eval_frame));
+    }
+    result
+}
+
+/// Turn Ember's evaluator off: what `ember.disable()` does. Whether it was on.
+///
+/// # Safety
+/// GIL held.
+pub unsafe fn uninstall_ember() -> bool {
+    if SUSPENDED_FOR_IMPORT.swap(false, Ordering::Relaxed) {
+        return true;
+    }
+    if let Installed::Ember = installed() {
+        install(None);
+        true
+    } else {
+        false
+    }
+}
+
 /// A pass-through evaluator that does nothing but call the interpreter: the
 /// floor of what any PEP 523 user pays, for measuring Ember's own share, and
 /// a stand-in "foreign" evaluator in tests.
@@ -242,9 +303,18 @@ pub enum Installed {
     Other(usize),
 }
 
+/// Ember counts as installed while an import runs without it.
+///
 /// # Safety
 /// GIL held.
 pub unsafe fn installed() -> Installed {
+    match installed_now() {
+        Installed::Default if SUSPENDED_FOR_IMPORT.load(Ordering::Relaxed) => Installed::Ember,
+        i => i,
+    }
+}
+
+unsafe fn installed_now() -> Installed {
     let interp = ffi::PyInterpreterState_Get() as *mut c_void;
     let cur = abi::_PyInterpreterState_GetEvalFrameFunc(interp).map(|f| f as usize);
     match cur {

@@ -36,6 +36,15 @@ pub struct Settings {
     pub perf_map: bool,
 }
 
+impl Settings {
+    /// The default policy is in force: no threshold was set
+    /// (`EMBER_TIER1_THRESHOLD`), which makes the loop-work rule 0.
+    #[inline(always)]
+    pub fn by_policy(&self) -> bool {
+        self.tier1_loop_work_ns_per_unit != 0
+    }
+}
+
 /// Per-process tier-1 totals.
 pub struct Tier1Totals {
     pub compiled: u64,

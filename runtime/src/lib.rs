@@ -55,14 +55,7 @@ fn _enable(_py: Python<'_>) -> PyResult<()> {
 /// Returns whether Ember's evaluator was removed.
 #[pyfunction]
 fn _disable(_py: Python<'_>) -> bool {
-    unsafe {
-        if let Installed::Ember = hook::installed() {
-            hook::install(None);
-            true
-        } else {
-            false
-        }
-    }
+    unsafe { hook::uninstall_ember() }
 }
 
 /// Which evaluator runs frames now: "default", "ember", "passthrough", "other".

@@ -82,6 +82,9 @@ pub struct CodeRecord {
     pub long_frames: bool,
     /// Whether its bytecode has a loop (computed when first needed).
     pub has_loops: Option<bool>,
+    /// importlib's `_find_and_load`: its frames run with no evaluator
+    /// installed (see hook.rs, run_import).
+    pub import_boundary: bool,
     /// Time its frames ran in the interpreter (callees included) while it
     /// was waiting to be compiled (`jit::Settings::tier1_loop_work_ns_per_unit`).
     pub interpreted_ns: u64,
@@ -227,6 +230,17 @@ pub unsafe fn lookup(code: *mut ffi::PyObject) -> *mut CodeRecord {
     state().by_code.get(code as usize)
 }
 
+/// Whether `code` is importlib's `_find_and_load`, which runs every import
+/// of a module not yet loaded: finding, loading and executing its body.
+unsafe fn is_import_boundary(code: *mut ffi::PyObject) -> bool {
+    let name = *((code as *const u8).add(abi::CODE_CO_QUALNAME) as *const *mut ffi::PyObject);
+    let file = *((code as *const u8).add(abi::CODE_CO_FILENAME) as *const *mut ffi::PyObject);
+    ffi::PyUnicode_CompareWithASCIIString(name, c"_find_and_load".as_ptr()) == 0
+        && ffi::PyUnicode_CompareWithASCIIString(file, c"<frozen importlib._bootstrap>".as_ptr()) == 0
+        // For measuring what running imports without the evaluator saves.
+        && std::env::var("EMBER_DEV_HOOKED_IMPORTS").as_deref() != Ok("1")
+}
+
 /// The record of `code`, created on first use.
 ///
 /// # Safety
@@ -262,6 +276,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         hopeless_handoffs: 0,
         respecialisations_declined: 0,
         has_loops: None,
+        import_boundary: is_import_boundary(code),
         long_frames: false,
         interpreted_ns: 0,
         work_at_compile: 0,

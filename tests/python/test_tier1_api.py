@@ -118,6 +118,42 @@ def test_default_threshold_waits_longer_for_functions_without_loops(tmp_path):
     assert p.stdout == "5 5 5\n", p.stderr
 
 
+def test_imports_run_without_the_evaluator_under_the_default_policy(tmp_path):
+    # A module's body, and what it calls, run as in CPython without Ember
+    # (inlined calls, nothing counted or compiled); Ember counts as on
+    # meanwhile and is back once the import ends. With a threshold set,
+    # imports are compiled like the rest.
+    (tmp_path / "busy.py").write_text(textwrap.dedent("""
+        import ember
+        def plain(x):
+            return x + 1
+        for i in range(3000):
+            plain(i)
+        DURING = (ember.is_enabled(), ember.is_compiled(plain))
+    """))
+    source = """
+        import ember
+        import busy
+        def calls(name):
+            return sum(f["calls"] for f in ember.stats()["functions"] if f["qualname"] == name)
+        before = calls("plain")
+        for i in range(1100):
+            busy.plain(i)
+        print(*busy.DURING, before, calls("plain"), ember.is_compiled(busy.plain), ember.is_enabled())
+    """
+    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "True False 0 1100 True True\n", p.stdout
+    p = run(source, {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "0"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "True True 3000 4100 True True\n", p.stdout
+    # Turned off while an import runs, Ember stays off after it.
+    (tmp_path / "busy.py").write_text("import ember\nDURING = (ember.disable(), ember.is_enabled())\n")
+    p = run("import ember, busy\nprint(*busy.DURING, ember.is_enabled())\n", {"EMBER": "1"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "True False False\n", p.stdout
+
+
 def test_recompilation_waits_until_the_code_has_run_enough(tmp_path):
     # Types change every 50 calls, and the interpreter specialises the code
     # again each time. Tier 1 follows it twice at once (the first
