@@ -281,6 +281,22 @@ def main() -> int:
     table.append(f"\nEmber tier 1's common paths (hot_bytes: the code before the instructions' rare paths, "
                  f"which follow it): {s['hot_bytes_per_instruction']:.1f} bytes / instruction (all), "
                  f"median {s['median_hot_bytes_per_instruction']:.1f}.")
+    table.extend(["", "Ember tier 1 by function size (medians per function, in ns; the median function has "
+                  f"{statistics.median(r['instructions'] for r in ember['rows']):.0f} instructions): what a "
+                  "function costs whatever its length, and what each instruction adds.", "",
+                  "| instructions | functions | median instructions | compile_ns | publish_ns | the rest |",
+                  "|---|---:|---:|---:|---:|---:|"])
+    summary["ember_by_size"] = []
+    for lo, hi in [(1, 5), (5, 10), (10, 20), (20, 40), (40, 80), (80, 160), (160, 320), (320, None)]:
+        b = [r for r in ember["rows"] if lo <= r["instructions"] and (hi is None or r["instructions"] < hi)]
+        if not b:
+            continue
+        line = {"from": lo, "below": hi, "functions": len(b),
+                **{k: statistics.median(r[k] for r in b)
+                   for k in ("instructions", "compile_ns", "publish_ns", "unpublished_ns")}}
+        summary["ember_by_size"].append(line)
+        table.append(f"| {lo} to {hi - 1 if hi else 'more'} | {len(b)} | {line['instructions']:.0f} | "
+                     f"{line['compile_ns']:.0f} | {line['publish_ns']:.0f} | {line['unpublished_ns']:.0f} |")
     if "cinderx" in results:
         cx = results["cinderx"]
         summary["cinderx_wall"] = row("CinderX (wall, `force_compile` call)", cx, "wall_ns")
