@@ -693,8 +693,17 @@ impl Compiler {
         let exits = (|| Ok([prog("ERROR_EXIT")?, prog("RERAISE_EXIT")?, prog("DEOPT_EXIT")?]))();
         let line_check = prog("LINE_CHECK");
         let mut ops = op_infos();
-        let mut null_ops = Box::new(op_infos());
-        let mut stores_ops = Box::new(op_infos());
+        let mut null_ops = Box::new(ops);
+        let mut stores_ops = Box::new(ops);
+        // A variant's name, built in one buffer (this runs at the first
+        // compilation of every process: no allocation per opcode).
+        let mut variant_name = String::with_capacity(64);
+        let mut variant = |name: &str, suffix: &str| {
+            variant_name.clear();
+            variant_name.push_str(name);
+            variant_name.push_str(suffix);
+            programs.by_name(&variant_name)
+        };
         let reraise = opcodes::by_name("RERAISE");
         let use_prog = |info: &mut OpInfo, prog: u16| {
             info.prog = prog;
@@ -709,14 +718,14 @@ impl Compiler {
             if let Some(name) = select_by_name(op as u8) {
                 info.site_words = site_cache_words(name);
                 use_prog(info, programs.by_name(name).unwrap_or(NO_PROG));
-                if let Some(variant) = programs.by_name(&format!("{name}__NULL")) {
+                if let Some(prog) = variant(name, "__NULL") {
                     info.null_variant = true;
                     null_ops[op] = *info;
-                    use_prog(&mut null_ops[op], variant);
+                    use_prog(&mut null_ops[op], prog);
                 }
-                if let Some(variant) = programs.by_name(&format!("{name}__STORES")) {
+                if let Some(prog) = variant(name, "__STORES") {
                     stores_ops[op] = *info;
-                    use_prog(&mut stores_ops[op], variant);
+                    use_prog(&mut stores_ops[op], prog);
                 }
                 // A stencil that would use a site cache it does not get
                 // is not used (its instruction is refused as unsupported).

@@ -106,15 +106,20 @@ struct GlueSymbol {
 
 /// Address of one of Ember's own helpers that stencils call, by name.
 pub fn symbol(name: &str) -> Option<u64> {
-    // SAFETY: the generated table ends with a NULL name.
-    unsafe {
-        let mut p = ember_glue_symbols.as_ptr();
-        while !(*p).name.is_null() {
-            if CStr::from_ptr((*p).name).to_bytes() == name.as_bytes() {
-                return Some((*p).addr as u64);
+    // Indexed once: every stencil symbol is looked up at the first
+    // compilation of a process, most of them not glue.
+    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&'static [u8], u64>> = std::sync::OnceLock::new();
+    let by_name = BY_NAME.get_or_init(|| {
+        let mut m = std::collections::HashMap::new();
+        // SAFETY: the generated table ends with a NULL name; names are static.
+        unsafe {
+            let mut p = ember_glue_symbols.as_ptr();
+            while !(*p).name.is_null() {
+                m.entry(CStr::from_ptr((*p).name).to_bytes()).or_insert((*p).addr as u64);
+                p = p.add(1);
             }
-            p = p.add(1);
         }
-    }
-    None
+        m
+    });
+    by_name.get(name.as_bytes()).copied()
 }

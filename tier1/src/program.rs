@@ -249,7 +249,10 @@ fn build(
         error = Some(format!("{}: data with holes aligned to {}", st.name, st.data_align));
     }
     let mut sorted: Vec<_> = code_holes.iter().collect();
-    sorted.sort_by_key(|h| h.offset);
+    // stencil-build emits them by offset already, as a rule.
+    if !sorted.is_sorted_by_key(|h| h.offset) {
+        sorted.sort_by_key(|h| h.offset);
+    }
     for h in sorted {
         if let Err(e) = patch::check_field(code, h.offset as usize, h.kind) {
             error.get_or_insert_with(|| format!("{}: {e:?}", st.name));
@@ -301,11 +304,15 @@ fn build(
         error.get_or_insert_with(|| format!("{}: a hole straddles its trailing jump", st.name));
     }
     let needs = |hs: &[FHole]| hs.iter().fold(0u16, |m, h| m | (1 << h.slot));
-    let fast = |h: &FHole| FastHole { bias: h.bias, offset: h.offset, slot: h.slot, op: h.op };
-    let of_op = |keep: &dyn Fn(patch::Op) -> bool| -> Box<[FastHole]> { holes.iter().filter(|h| keep(h.op)).map(fast).collect() };
-    let abs64 = of_op(&|op| op == patch::Op::Abs64);
-    let rel32 = of_op(&|op| op == patch::Op::Rel32);
-    let other = of_op(&|op| op != patch::Op::Abs64 && op != patch::Op::Rel32);
+    // Sized exactly: no growing and shrinking, for the hundreds built at start-up.
+    fn of_op(holes: &[FHole], keep: impl Fn(patch::Op) -> bool) -> Box<[FastHole]> {
+        let mut v = Vec::with_capacity(holes.iter().filter(|h| keep(h.op)).count());
+        v.extend(holes.iter().filter(|h| keep(h.op)).map(|h| FastHole { bias: h.bias, offset: h.offset, slot: h.slot, op: h.op }));
+        v.into_boxed_slice()
+    }
+    let abs64 = of_op(&holes, |op| op == patch::Op::Abs64);
+    let rel32 = of_op(&holes, |op| op == patch::Op::Rel32);
+    let other = of_op(&holes, |op| op != patch::Op::Abs64 && op != patch::Op::Rel32);
     let n_short_of = |hs: &[FastHole]| hs.iter().filter(|h| (h.offset as usize) < short_len).count() as u16;
     let short = Form {
         len: short_len as u32,
