@@ -28,7 +28,7 @@ pub unsafe extern "C" fn ember_eval_frame(
     let st = state();
     let code = (*frame).f_executable.as_ptr() as *mut ffi::PyObject;
     let rec = records::lookup(code);
-    if !rec.is_null() && (*rec).import_boundary && st.settings.by_policy() {
+    if !rec.is_null() && runs_without_evaluator(&*rec, &st.settings) {
         return run_import(tstate, frame, throwflag, &mut *rec);
     }
     // The common case with tier 1 off: a known code object called afresh
@@ -117,7 +117,7 @@ unsafe fn eval_frame_slow(
         }
     }
     let rec = &mut *rec;
-    if rec.import_boundary && st.settings.by_policy() {
+    if runs_without_evaluator(rec, &st.settings) {
         return run_import(tstate, frame, throwflag, rec);
     }
     let start = code_start(code);
@@ -220,6 +220,12 @@ fn wants_tier1(rec: &mut records::CodeRecord, settings: &jit::Settings) -> bool 
 /// Set while an import runs with no evaluator installed ([`run_import`]):
 /// Ember counts as installed, and is put back when the import ends.
 static SUSPENDED_FOR_IMPORT: AtomicBool = AtomicBool::new(false);
+
+/// Whether `rec`'s frames are imports that [`run_import`] runs.
+#[inline(always)]
+fn runs_without_evaluator(rec: &records::CodeRecord, settings: &jit::Settings) -> bool {
+    rec.import_boundary && settings.by_policy()
+}
 
 /// An import of a module not yet loaded (a frame of importlib's
 /// `_find_and_load`): finding the module, loading it and running its body,

@@ -123,7 +123,8 @@ impl Resolver for PyResolver {
     }
 }
 
-unsafe fn field<T: Copy>(code: *mut ffi::PyObject, off: usize) -> T {
+/// A field of a code object, at its offset (`ember_pyabi`).
+pub(crate) unsafe fn field<T: Copy>(code: *mut ffi::PyObject, off: usize) -> T {
     *((code as *const u8).add(off) as *const T)
 }
 

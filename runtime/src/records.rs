@@ -233,8 +233,8 @@ pub unsafe fn lookup(code: *mut ffi::PyObject) -> *mut CodeRecord {
 /// Whether `code` is importlib's `_find_and_load`, which runs every import
 /// of a module not yet loaded: finding, loading and executing its body.
 unsafe fn is_import_boundary(code: *mut ffi::PyObject) -> bool {
-    let name = *((code as *const u8).add(abi::CODE_CO_QUALNAME) as *const *mut ffi::PyObject);
-    let file = *((code as *const u8).add(abi::CODE_CO_FILENAME) as *const *mut ffi::PyObject);
+    let name: *mut ffi::PyObject = crate::jit::field(code, abi::CODE_CO_QUALNAME);
+    let file: *mut ffi::PyObject = crate::jit::field(code, abi::CODE_CO_FILENAME);
     ffi::PyUnicode_CompareWithASCIIString(name, c"_find_and_load".as_ptr()) == 0
         && ffi::PyUnicode_CompareWithASCIIString(file, c"<frozen importlib._bootstrap>".as_ptr()) == 0
         // For measuring what running imports without the evaluator saves.
