@@ -68,7 +68,7 @@ static SYMBOLS: std::sync::OnceLock<SymbolCache> = std::sync::OnceLock::new();
 /// symbol then).
 static COMPILER: std::sync::OnceLock<Compiler> = std::sync::OnceLock::new();
 
-fn compiler() -> &'static Compiler {
+pub(crate) fn compiler() -> &'static Compiler {
     COMPILER.get_or_init(|| Compiler::new(&PyResolver))
 }
 

@@ -373,10 +373,11 @@ fn _tier1_code<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<Py
     }
 }
 
-/// Disassembly of a code object's tier-1 code: a list of (bytecode index,
-/// stencil, [(address, bytes, text)]) per instruction, then ("exits", ...)
-/// for the shared exits and ("cold", ...) for the stencils' cold parts;
-/// None when it has no tier-1 code.
+/// Disassembly of a code object's tier-1 code: a list of (key, stencil,
+/// [(address, bytes, text)]) in address order, key being the bytecode
+/// index of an instruction's code, "exits" for the shared exits, or
+/// ("cold", index) for the cold part of an instruction's stencil (index
+/// None: of a shared exit); None when it has no tier-1 code.
 #[pyfunction]
 fn _tier1_disassemble<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<PyAny>> {
     let code = as_code(code)?;
@@ -389,17 +390,17 @@ fn _tier1_disassemble<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResul
     };
     let bytes = c.machine_code();
     let isa = ember_tier1::disasm::Isa::host();
-    // The shared exits as one block, the cold parts as one, and each
-    // instruction's code, by address (the stores an unpacking does are
-    // placed among the cold parts; stable: an instruction placed where the
-    // cold parts start comes after their empty block).
+    // The shared exits as one block, each instruction's code, and each cold
+    // part, by address (the stores an unpacking does are placed among the
+    // cold parts, each before its own cold part; stable sort).
     let mut blocks: Vec<(Py<PyAny>, &str, usize)> = Vec::new();
     blocks.push(("exits".into_py_any(py)?, "ERROR_EXIT, RERAISE_EXIT, DEOPT_EXIT", c.exits_offset));
-    if c.cold_offset < bytes.len() {
-        blocks.push(("cold".into_py_any(py)?, "the instructions' rarely taken paths", c.cold_offset));
-    }
     for &(index, off, name) in &c.map {
         blocks.push((index.into_py_any(py)?, name, off));
+    }
+    for (index, off, name) in jit::compiler().cold_parts(c) {
+        let index = (index != usize::MAX).then_some(index);
+        blocks.push((("cold", index).into_py_any(py)?, name, off));
     }
     blocks.sort_by_key(|b| b.2);
     let out = PyList::empty(py);

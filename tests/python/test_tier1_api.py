@@ -206,6 +206,42 @@ def test_dis_shows_machine_code_per_instruction(ember_on):
     ember.unpin(sub)
 
 
+def test_dis_labels_every_cold_part_with_its_instruction(ember_on):
+    # The rarely taken paths are listed after the shared exits, each under
+    # the instruction whose stencil it belongs to; none is left unlabelled.
+    class P:
+        def __init__(self, x):
+            self.x = x
+
+    def get_x(p):
+        return p.x + 1
+
+    ember.pin(get_x, 1)
+    try:
+        for _ in range(3):
+            get_x(P(1))
+        assert ember.is_compiled(get_x)
+        out = io.StringIO()
+        ember.dis(get_x, file=out)
+        text = out.getvalue()
+        cold = text[text.index("cold paths:"):]
+        headers = re.findall(r"^  (\s*\d+ \S.*|\s+shared exit)    \[cold part of (\S+)\]$", cold, re.M)
+        assert headers, text
+        # Each cold part's header is followed by its code; the first line of
+        # the cold section is a header, not code.
+        first = [l for l in cold.splitlines()[1:] if l.strip()][0]
+        assert "[cold part of" in first, text
+        # The attribute load's guard fails to a cold part of its own.
+        assert any("LOAD_ATTR" in h and s.startswith("LOAD_ATTR") for h, s in headers), headers
+        # Every instruction line carries an address: the labels cover the
+        # code, which is as long as the dis header says.
+        size = int(re.match(r"tier-1 code of .*, (\d+) bytes", text).group(1))
+        listed = sum(len(m.group(1).split()) for m in re.finditer(r"^    0x[0-9a-f]+  ((?:[0-9a-f]{2} ?)+)", text, re.M))
+        assert listed == size
+    finally:
+        ember.unpin(get_x)
+
+
 def test_stores_an_unpacking_does_are_placed_with_the_rare_paths(ember_on):
     # UNPACK_SEQUENCE_*__STORES stores the items itself and jumps past the
     # stores' own code, which runs only after a sequence its fast path does

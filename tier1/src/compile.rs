@@ -518,10 +518,19 @@ struct MapSource {
     base: u64,
     entries: *const u64,
     n_units: usize,
-    /// The stencil of each instruction.
-    ids: Box<[u16]>,
+    /// The stencil of each instruction (the low 16 bits), and how it was
+    /// placed (MAP_* bits), from which [`Compiler::cold_parts`] finds its
+    /// cold part again.
+    ids: Box<[u32]>,
     n_instructions: usize,
 }
+
+/// Bits of [`MapSource::ids`] above the stencil: a LINE_CHECK goes before
+/// the instruction; its code is placed with the cold parts (fused stores);
+/// its code keeps the trailing jump.
+const MAP_LINE_START: u32 = 16;
+const MAP_SKIPPED: u32 = 17;
+const MAP_FULL: u32 = 18;
 
 // SAFETY: `entries` is the entry table of the `Compiled` that owns the
 // map, immutable while it lives.
@@ -540,7 +549,7 @@ impl InstrMap {
                 .enumerate()
                 .filter(|(_, &a)| a != 0)
                 .zip(ids)
-                .map(|((index, &a), &id)| (index, (a - m.base) as usize, stencils[id as usize].name))
+                .map(|((index, &a), &id)| (index, (a - m.base) as usize, stencils[(id & 0xffff) as usize].name))
                 .collect()
         })
     }
@@ -555,6 +564,21 @@ impl InstrMap {
 
     pub fn iter(&self) -> std::slice::Iter<'_, (usize, usize, &'static str)> {
         self.get().iter()
+    }
+}
+
+impl MapSource {
+    /// (bytecode index, code offset, stencil and MAP_* bits) per
+    /// instruction, in bytecode order.
+    fn placements(&self) -> impl Iterator<Item = (usize, usize, u32)> + '_ {
+        // SAFETY: see InstrMap.
+        let entries = unsafe { core::slice::from_raw_parts(self.entries, self.n_units) };
+        entries
+            .iter()
+            .enumerate()
+            .filter(|(_, &a)| a != 0)
+            .zip(&self.ids[..])
+            .map(|((index, &a), &id)| (index, (a - self.base) as usize, id))
     }
 }
 
@@ -685,6 +709,55 @@ struct PatchCx<'a, 'b> {
 }
 
 impl Compiler {
+    /// Where the cold parts of `c` (compiled by this compiler) lie: (bytecode
+    /// index, code offset, what) in address order, `what` naming the
+    /// stencil whose rarely taken paths they are ("LINE_CHECK" for an
+    /// instruction's line check, the exit for the shared exits'). The
+    /// compilation places them in this order (`compile_with`), so they
+    /// are found again from each instruction's stencil and placement
+    /// rather than kept for every compiled function.
+    pub fn cold_parts(&self, c: &Compiled) -> Vec<(usize, usize, &'static str)> {
+        let progs = self.programs.all();
+        let mut out = Vec::new();
+        let mut cold = c.cold_offset;
+        let (Ok(line_check), Ok(exits)) = (&self.line_check, &self.exits) else {
+            return out;
+        };
+        let lc = &progs[*line_check as usize];
+        for (index, offset, id) in c.map.source.placements() {
+            let prog = &progs[(id & 0xffff) as usize];
+            if id >> MAP_LINE_START & 1 != 0 && lc.cold_len != 0 {
+                out.push((index, cold, "LINE_CHECK"));
+                cold += lc.cold_len as usize;
+            }
+            if id >> MAP_SKIPPED & 1 != 0 {
+                // Its own code (listed with the instructions), then its cold part.
+                if offset != cold {
+                    return vec![(usize::MAX, c.cold_offset, "?")];
+                }
+                let form = if id >> MAP_FULL & 1 != 0 { &prog.full } else { &prog.short };
+                cold += form.len as usize;
+            }
+            if prog.cold_len != 0 {
+                out.push((index, cold, prog.name));
+                cold += prog.cold_len as usize;
+            }
+        }
+        for &p in exits {
+            let prog = &progs[p as usize];
+            if prog.cold_len != 0 {
+                out.push((usize::MAX, cold, prog.name));
+                cold += prog.cold_len as usize;
+            }
+        }
+        if cold != c.code_bytes {
+            // Not the placement compile_with made: one block, unlabelled,
+            // rather than labels that would be wrong.
+            return vec![(usize::MAX, c.cold_offset, "?")];
+        }
+        out
+    }
+
     /// Resolves every stencil symbol (once) and prepares the programs.
     pub fn new(resolver: &'static (dyn Resolver + Sync)) -> Compiler {
         let programs = Programs::new(resolver);
@@ -911,7 +984,7 @@ impl Compiler {
         // Where each instruction's code is entered; 0 for the cache units.
         let entries: Box<[u64]> =
             s.unit_off.iter().map(|&o| if o == NO_OFFSET { 0 } else { base + o as u64 }).collect();
-        let mut ids = vec![0u16; n].into_boxed_slice();
+        let mut ids = vec![0u32; n].into_boxed_slice();
         let entries_addr = entries.as_ptr() as u64;
         let site_caches: Box<[_]> = (0..n_site_words).map(|_| core::cell::UnsafeCell::new(0u64)).collect();
         let mut next_site_cache = site_caches.as_ptr() as u64;
@@ -967,7 +1040,10 @@ impl Compiler {
         for (k, instr) in instrs.iter().enumerate() {
             let op = self.op(instr);
             let prog = &progs[op.prog as usize];
-            ids[k] = op.prog;
+            ids[k] = op.prog as u32
+                | (instr.line_start as u32) << MAP_LINE_START
+                | (instr.skipped as u32) << MAP_SKIPPED
+                | (instr.full as u32) << MAP_FULL;
             values[slot::OPARG as usize] = instr.oparg as u64;
             values[slot::THIS_INSTR as usize] = bytecode + 2 * instr.index as u64;
             values[slot::NEXT_INSTR as usize] = bytecode + 2 * instr.next as u64;

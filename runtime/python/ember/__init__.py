@@ -150,7 +150,8 @@ def is_compiled(func) -> bool:
 
 def dis(func, file=None) -> None:
     """Print the function's tier-1 machine code, each stencil under the
-    bytecode instruction it implements (offsets as the `dis` module shows)."""
+    bytecode instruction it implements (offsets as the `dis` module shows),
+    then the stencils' rarely taken paths, each under its instruction."""
     import dis as _dis
 
     code = _code_of(func, "dis()")
@@ -163,15 +164,25 @@ def dis(func, file=None) -> None:
     size = sum(len(raw) for _, _, lines in blocks for _, raw, _ in lines)
     print(f"tier-1 code of {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}), "
           f"{size} bytes", file=out)
+    def what(index):
+        ins = instrs.get(2 * index)
+        return f"{ins.opname} {ins.argrepr}".rstrip() if ins else "?"
+
+    cold_seen = False
     for index, stencil, lines in blocks:
-        if index == "exits":
+        if isinstance(index, tuple):
+            if not cold_seen:
+                print("\n  cold paths: the instructions' rarely taken paths", file=out)
+                cold_seen = True
+            at = index[1]
+            if at is None:
+                print(f"\n        shared exit    [cold part of {stencil}]", file=out)
+            else:
+                print(f"\n  {2 * at:>5} {what(at)}    [cold part of {stencil}]", file=out)
+        elif index == "exits":
             print(f"\n  shared exits: {stencil}", file=out)
-        elif index == "cold":
-            print(f"\n  cold paths: {stencil}", file=out)
         else:
-            ins = instrs.get(2 * index)
-            what = f"{ins.opname} {ins.argrepr}".rstrip() if ins else "?"
-            print(f"\n  {2 * index:>5} {what}    [stencil {stencil}]", file=out)
+            print(f"\n  {2 * index:>5} {what(index)}    [stencil {stencil}]", file=out)
         for addr, raw, text in lines:
             print(f"    {addr:#x}  {raw.hex(' '):<30} {text}", file=out)
 
