@@ -136,8 +136,14 @@ unsafe fn eval_frame_slow(
         // interpreter re-specialise every ~53 executions, forever), and at
         // calls 2, 4, 8, ...: a scan of the bytecode each; and only once it
         // has run enough since it was compiled (records::recompile_due).
+        // Under the default policy the hand-off is followed at a
+        // resumption too: a generator called once, compiled at one of its
+        // resumptions (wants_tier1), is never called again.
         let eager = rec.handed_off && rec.recompiles < MAX_EAGER_RECOMPILES;
-        if at_start && (eager || (rec.profile.calls >= 2 && rec.profile.calls.is_power_of_two())) {
+        let at_resumption = !at_start && throwflag == 0 && st.settings.by_policy();
+        if (at_start || at_resumption) && eager
+            || at_start && rec.profile.calls >= 2 && rec.profile.calls.is_power_of_two()
+        {
             rec.handed_off = false;
             records::refresh_direct(rec);
             if let Some(c) = rec.compiled.as_deref() {
@@ -209,8 +215,18 @@ fn wants_tier1(rec: &mut records::CodeRecord, settings: &jit::Settings) -> bool 
     match rec.profile.pinned {
         Some(t) => t >= Tier::Baseline,
         None => {
+            // Under the default policy the resumptions of a generator's or
+            // coroutine's frames count too: a generator called once may run
+            // a program's main loop, resumed at each item, and compiled code
+            // can take its frame over at any resumption (the entry table),
+            // which no other running frame allows.
+            let runs = if settings.by_policy() {
+                rec.profile.calls + rec.profile.resumes
+            } else {
+                rec.profile.calls
+            };
             settings.max_tier >= Tier::Baseline
-                && rec.profile.calls >= settings.tier1_threshold
+                && runs >= settings.tier1_threshold
                 && (rec.profile.calls >= settings.tier1_threshold_loopless
                     || (records::has_loops(rec) && unsafe { loop_work_done(rec, settings) }))
         }

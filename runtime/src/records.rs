@@ -178,13 +178,20 @@ pub unsafe fn publish_records() {
 /// directly exactly when the evaluator's common path would enter the
 /// compiled code at a call (runtime/src/hook.rs): compiled, not pinned to
 /// the interpreter, no recompilation check due after a hand-off; and its
-/// entry table exactly when the evaluator would resume a frame in it. (The
+/// entry table exactly when the evaluator would resume a frame in it (under
+/// the default policy, not while such a check is due either). (The
 /// call count and the instrumentation version are checked each time.)
 pub fn refresh_direct(rec: &mut CodeRecord) {
     let enterable = !rec.entries.is_null() && rec.profile.pinned != Some(Tier::Interpreter);
-    (rec.direct.entries, rec.direct.n_entries) =
-        if enterable { (rec.entries, rec.n_entries as u64) } else { (ptr::null(), 0) };
     let eager = rec.handed_off && rec.recompiles < MAX_EAGER_RECOMPILES;
+    // Under the default policy the evaluator checks for a recompilation at
+    // a resumption too (hook.rs, eval_frame_slow): resumptions go through it
+    // until then, or a generator that is never called again would not be.
+    // SAFETY: the records are only touched under the GIL.
+    let by_policy = unsafe { state() }.settings.by_policy();
+    let resumable = enterable && !(eager && by_policy);
+    (rec.direct.entries, rec.direct.n_entries) =
+        if resumable { (rec.entries, rec.n_entries as u64) } else { (ptr::null(), 0) };
     rec.direct.entry = if enterable && !eager {
         // SAFETY: a non-null entry table has an entry per code unit, and a
         // code object has at least one.

@@ -154,6 +154,36 @@ def test_imports_run_without_the_evaluator_under_the_default_policy(tmp_path):
     assert p.stdout == "True False False\n", p.stdout
 
 
+def test_a_generator_called_once_is_compiled_while_it_is_resumed(tmp_path):
+    # Under the default policy a function with a loop is compiled from its
+    # second call, once it has run long enough in the interpreter: a
+    # generator's single frame, resumed many times (a program's main
+    # pipeline), counts its resumptions as well, and goes on in compiled
+    # code at the resumption after it is compiled (a running frame needs
+    # no more: compiled code can be entered at any yield).
+    source = """
+        import ember
+        def numbers(n):
+            total = 0
+            for i in range(n):
+                total += i * 3
+                yield total
+        gen = numbers(400_000)
+        seen = []
+        last = 0
+        for k, v in enumerate(gen):
+            last = v
+            if k % 1000 == 0:
+                seen.append(ember.is_compiled(numbers))
+        expected = sum(i * 3 for i in range(400_000))
+        calls = [f for f in ember.stats()["functions"] if f["qualname"] == "numbers"][0]
+        print(seen[0], seen[-1], last == expected, calls["calls"])
+    """
+    p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "False True True 1\n", p.stdout
+
+
 def test_recompilation_waits_until_the_code_has_run_enough(tmp_path):
     # Types change every 50 calls, and the interpreter specialises the code
     # again each time. Tier 1 follows it twice at once (the first

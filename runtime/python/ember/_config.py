@@ -60,7 +60,9 @@ def _tier(name: str, value: str) -> int:
 #: specialised the instructions it ran), once its frames have run in the
 #: interpreter for DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT ns per code unit of
 #: its bytecode (less the time of frames of other such functions they call).
-#: A loop that runs long is compiled at the second call; the loops of code
+#: A generator's or coroutine's resumptions count as calls here: its one
+#: frame may run a program's main loop, and compiled code can take it over
+#: at its next resumption. A loop that runs long is compiled at the second call; the loops of code
 #: run a few times at start-up (imports: enum, re, dataclasses), which
 #: compiling made a short program pay for, are not. The values were chosen
 #: by whole-process times of pyperformance's benchmarks run once
