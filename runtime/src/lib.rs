@@ -375,9 +375,10 @@ fn _tier1_code<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<Py
 
 /// Disassembly of a code object's tier-1 code: a list of (key, stencil,
 /// [(address, bytes, text)]) in address order, key being the bytecode
-/// index of an instruction's code, "exits" for the shared exits, or
-/// ("cold", index) for the cold part of an instruction's stencil (index
-/// None: of a shared exit); None when it has no tier-1 code.
+/// index of an instruction's code, "exits" for the shared exits, "cold"
+/// where the rarely taken paths start, or ("cold", index) for the cold part
+/// of an instruction's stencil (index None: of a shared exit); None when it
+/// has no tier-1 code.
 #[pyfunction]
 fn _tier1_disassemble<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResult<Py<PyAny>> {
     let code = as_code(code)?;
@@ -395,6 +396,11 @@ fn _tier1_disassemble<'py>(py: Python<'py>, code: &Bound<'py, PyAny>) -> PyResul
     // cold parts, each before its own cold part; stable sort).
     let mut blocks: Vec<(Py<PyAny>, &str, usize)> = Vec::new();
     blocks.push(("exits".into_py_any(py)?, "ERROR_EXIT, RERAISE_EXIT, DEOPT_EXIT", c.exits_offset));
+    if c.cold_offset < bytes.len() {
+        // Where the rarely taken paths start (an empty block, before what
+        // is placed there).
+        blocks.push(("cold".into_py_any(py)?, "the instructions' rarely taken paths", c.cold_offset));
+    }
     for &(index, off, name) in &c.map {
         blocks.push((index.into_py_any(py)?, name, off));
     }

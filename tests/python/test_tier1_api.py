@@ -254,6 +254,13 @@ def test_dis_labels_every_cold_part_with_its_instruction(ember_on):
         out = io.StringIO()
         ember.dis(get_x, file=out)
         text = out.getvalue()
+        # Every instruction line carries an address: the labels cover the
+        # code, which is as long as the dis header says.
+        size = int(re.match(r"tier-1 code of .*, (\d+) bytes", text).group(1))
+        listed = sum(len(m.group(1).split()) for m in re.finditer(r"^    0x[0-9a-f]+  ((?:[0-9a-f]{2} ?)+)", text, re.M))
+        assert listed == size
+        if platform.machine() != "x86_64":
+            return  # the aarch64 stencils have no cold parts
         cold = text[text.index("cold paths:"):]
         headers = re.findall(r"^  (\s*\d+ \S.*|\s+shared exit)    \[cold part of (\S+)\]$", cold, re.M)
         assert headers, text
@@ -263,11 +270,6 @@ def test_dis_labels_every_cold_part_with_its_instruction(ember_on):
         assert "[cold part of" in first, text
         # The attribute load's guard fails to a cold part of its own.
         assert any("LOAD_ATTR" in h and s.startswith("LOAD_ATTR") for h, s in headers), headers
-        # Every instruction line carries an address: the labels cover the
-        # code, which is as long as the dis header says.
-        size = int(re.match(r"tier-1 code of .*, (\d+) bytes", text).group(1))
-        listed = sum(len(m.group(1).split()) for m in re.finditer(r"^    0x[0-9a-f]+  ((?:[0-9a-f]{2} ?)+)", text, re.M))
-        assert listed == size
     finally:
         ember.unpin(get_x)
 

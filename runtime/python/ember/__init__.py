@@ -168,12 +168,8 @@ def dis(func, file=None) -> None:
         ins = instrs.get(2 * index)
         return f"{ins.opname} {ins.argrepr}".rstrip() if ins else "?"
 
-    cold_seen = False
     for index, stencil, lines in blocks:
         if isinstance(index, tuple):
-            if not cold_seen:
-                print("\n  cold paths: the instructions' rarely taken paths", file=out)
-                cold_seen = True
             at = index[1]
             if at is None:
                 print(f"\n        shared exit    [cold part of {stencil}]", file=out)
@@ -181,6 +177,8 @@ def dis(func, file=None) -> None:
                 print(f"\n  {2 * at:>5} {what(at)}    [cold part of {stencil}]", file=out)
         elif index == "exits":
             print(f"\n  shared exits: {stencil}", file=out)
+        elif index == "cold":
+            print(f"\n  cold paths: {stencil}", file=out)
         else:
             print(f"\n  {2 * index:>5} {what(index)}    [stencil {stencil}]", file=out)
         for addr, raw, text in lines:
