@@ -75,7 +75,7 @@ SHARED_EXIT = re.compile(r"\s+shared exit\s+\[cold part of (\S+)\]$")
 CODE = re.compile(r"\s+0x([0-9a-f]+)\s+((?:[0-9a-f]{2} )+)")
 
 
-def read_dis(path: str) -> tuple[dict[int, tuple[str, str, str]], dict[int, int], int]:
+def read_dis(path: str) -> tuple[dict[int, tuple[str, str, str, str]], dict[int, int], int]:
     """Address -> (function, "offset opname", stencil, section), the length
     of each instruction, and the number of code objects."""
     where: dict[int, tuple[str, str, str, str]] = {}

@@ -15,7 +15,7 @@ use ember_profiler::Tier;
 use ember_tier1::glue::ember_run;
 
 use crate::jit;
-use crate::records::{self, state, MAX_EAGER_RECOMPILES};
+use crate::records::{self, state};
 
 /// Ember's evaluator: count, compile when the policy says so, and run the
 /// frame in compiled code when there is an entry for where it stands;
@@ -139,7 +139,7 @@ unsafe fn eval_frame_slow(
         // Under the default policy the hand-off is followed at a
         // resumption too: a generator called once, compiled at one of its
         // resumptions (wants_tier1), is never called again.
-        let eager = rec.handed_off && rec.recompiles < MAX_EAGER_RECOMPILES;
+        let eager = records::eager_recompile_due(rec);
         let at_resumption = !at_start && throwflag == 0 && st.settings.by_policy();
         if (at_start || at_resumption) && eager
             || at_start && rec.profile.calls >= 2 && rec.profile.calls.is_power_of_two()

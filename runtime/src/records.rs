@@ -183,7 +183,7 @@ pub unsafe fn publish_records() {
 /// call count and the instrumentation version are checked each time.)
 pub fn refresh_direct(rec: &mut CodeRecord) {
     let enterable = !rec.entries.is_null() && rec.profile.pinned != Some(Tier::Interpreter);
-    let eager = rec.handed_off && rec.recompiles < MAX_EAGER_RECOMPILES;
+    let eager = eager_recompile_due(rec);
     // Under the default policy the evaluator checks for a recompilation at
     // a resumption too (hook.rs, eval_frame_slow): resumptions go through it
     // until then, or a generator that is never called again would not be.
@@ -205,6 +205,13 @@ pub fn refresh_direct(rec: &mut CodeRecord) {
 /// Recompilations prompted by hand-offs, per code object; later ones wait
 /// for the next power-of-two call count.
 pub const MAX_EAGER_RECOMPILES: u64 = 8;
+
+/// A frame of `rec` was handed over since the last check, and the
+/// recompilations that prompts are not used up: the evaluator checks
+/// whether to compile again before entering compiled code.
+pub fn eager_recompile_due(rec: &CodeRecord) -> bool {
+    rec.handed_off && rec.recompiles < MAX_EAGER_RECOMPILES
+}
 
 /// Recompilations of a code object (to pick up the interpreter's newer
 /// specialisations) made as soon as they are found due: the first ones

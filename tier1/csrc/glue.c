@@ -282,12 +282,8 @@ ember_glue_init(void)
     if (cls == NULL) {
         goto done;
     }
-    if (PyFunction_Check(func)) {
-        ember_function_vectorcall = ((PyFunctionObject *)func)->vectorcall;
-    }
-    if (PyType_Check(cls)) {
-        ember_slot_tp_init = ((PyTypeObject *)cls)->tp_init;
-    }
+    ember_function_vectorcall = ((PyFunctionObject *)func)->vectorcall;
+    ember_slot_tp_init = ((PyTypeObject *)cls)->tp_init;
     ok = 0;
 done:
     Py_XDECREF(cls);

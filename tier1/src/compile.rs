@@ -532,6 +532,11 @@ const MAP_LINE_START: u32 = 16;
 const MAP_SKIPPED: u32 = 17;
 const MAP_FULL: u32 = 18;
 
+/// The stencil (program) index of an entry of [`MapSource::ids`].
+fn stencil_of(id: u32) -> usize {
+    (id & 0xffff) as usize
+}
+
 // SAFETY: `entries` is the entry table of the `Compiled` that owns the
 // map, immutable while it lives.
 unsafe impl Send for InstrMap {}
@@ -540,16 +545,10 @@ unsafe impl Sync for InstrMap {}
 impl InstrMap {
     fn get(&self) -> &Vec<(usize, usize, &'static str)> {
         self.cell.get_or_init(|| {
-            let m = &self.source;
-            // SAFETY: see above.
-            let (entries, ids) = (unsafe { core::slice::from_raw_parts(m.entries, m.n_units) }, &m.ids[..]);
             let stencils = ember_stencils::STENCILS;
-            entries
-                .iter()
-                .enumerate()
-                .filter(|(_, &a)| a != 0)
-                .zip(ids)
-                .map(|((index, &a), &id)| (index, (a - m.base) as usize, stencils[(id & 0xffff) as usize].name))
+            self.source
+                .placements()
+                .map(|(index, offset, id)| (index, offset, stencils[stencil_of(id)].name))
                 .collect()
         })
     }
@@ -571,7 +570,8 @@ impl MapSource {
     /// (bytecode index, code offset, stencil and MAP_* bits) per
     /// instruction, in bytecode order.
     fn placements(&self) -> impl Iterator<Item = (usize, usize, u32)> + '_ {
-        // SAFETY: see InstrMap.
+        // SAFETY: `entries` is the entry table of the `Compiled` that owns
+        // the map, immutable while it lives.
         let entries = unsafe { core::slice::from_raw_parts(self.entries, self.n_units) };
         entries
             .iter()
@@ -725,7 +725,7 @@ impl Compiler {
         };
         let lc = &progs[*line_check as usize];
         for (index, offset, id) in c.map.source.placements() {
-            let prog = &progs[(id & 0xffff) as usize];
+            let prog = &progs[stencil_of(id)];
             if id >> MAP_LINE_START & 1 != 0 && lc.cold_len != 0 {
                 out.push((index, cold, "LINE_CHECK"));
                 cold += lc.cold_len as usize;

@@ -62,9 +62,9 @@ def _tier(name: str, value: str) -> int:
 #: its bytecode (less the time of frames of other such functions they call).
 #: A generator's or coroutine's resumptions count as calls here: its one
 #: frame may run a program's main loop, and compiled code can take it over
-#: at its next resumption. A loop that runs long is compiled at the second call; the loops of code
-#: run a few times at start-up (imports: enum, re, dataclasses), which
-#: compiling made a short program pay for, are not. The values were chosen
+#: at its next resumption. A loop that runs long is compiled at the second
+#: call; the loops of code run a few times at start-up (imports: enum, re,
+#: dataclasses), which compiling made a short program pay for, are not. The values were chosen
 #: by whole-process times of pyperformance's benchmarks run once
 #: (benches/README.md, cold runs): 128 calls and 1000 ns compiled about 115
 #: functions of start-up code per process, 1024 and 4000 about 25, and were
