@@ -41,6 +41,7 @@ const struct ember_layout_entry ember_layout_3_14[] = {
     FIELD(PyCodeObject, co_filename),
     FIELD(PyCodeObject, co_qualname),
     FIELD(PyCodeObject, _co_instrumentation_version),
+    FIELD(PyCodeObject, _co_monitoring),
     FIELD(PyThreadState, eval_breaker),
     { "_PY_EVAL_EVENTS_MASK", _PY_EVAL_EVENTS_MASK },
     { "NB_OPARG_LAST", NB_OPARG_LAST },

@@ -64,6 +64,9 @@ pub const CODE_CO_FILENAME: usize = 112;
 pub const CODE_CO_QUALNAME: usize = 128;
 /// Instrumentation version the code was last instrumented for.
 pub const CODE_CO_INSTRUMENTATION_VERSION: usize = 168;
+/// Its monitoring data (NULL until sys.monitoring or tracing first
+/// instruments it): where events set on this code object alone are kept.
+pub const CODE_CO_MONITORING: usize = 176;
 /// `PyThreadState.eval_breaker`: pending-event bits below, the interpreter's
 /// instrumentation version above `PY_EVAL_EVENTS_MASK`.
 pub const TSTATE_EVAL_BREAKER: usize = 24;
@@ -124,6 +127,7 @@ pub(crate) fn expected() -> Vec<(&'static str, usize)> {
         ("PyCodeObject.co_filename", CODE_CO_FILENAME),
         ("PyCodeObject.co_qualname", CODE_CO_QUALNAME),
         ("PyCodeObject._co_instrumentation_version", CODE_CO_INSTRUMENTATION_VERSION),
+        ("PyCodeObject._co_monitoring", CODE_CO_MONITORING),
         ("PyThreadState.eval_breaker", TSTATE_EVAL_BREAKER),
         ("_PY_EVAL_EVENTS_MASK", PY_EVAL_EVENTS_MASK),
         ("NB_OPARG_LAST", NB_OPARG_LAST),

@@ -57,7 +57,7 @@ pub unsafe extern "C" fn ember_eval_frame(
     // read it too (tier1/csrc/glue.h, ember_direct_enterable).
     if !rec.is_null() && throwflag == 0 && !(*rec).direct.entries.is_null() {
         let r = &mut *rec;
-        if jit::code_version(code) == r.direct.version {
+        if jit::code_version(code) == r.direct.version && !has_local_events(code) {
             let start = code_start(code);
             let ip = (*frame).instr_ptr;
             if ip == start {
@@ -147,7 +147,7 @@ unsafe fn eval_frame_slow(
             rec.handed_off = false;
             records::refresh_direct(rec);
             if let Some(c) = rec.compiled.as_deref() {
-                if records::recompile_due(rec) && jit::quickening_changed(code, c) {
+                if records::recompile_due(rec) && jit::quickening_changed(code, rec, c) {
                     // Compiled once (by policy, pin or request): compile
                     // again whatever the policy says now.
                     jit::retire(rec);
@@ -162,28 +162,141 @@ unsafe fn eval_frame_slow(
         if rec.compiled.is_some() && jit::code_version(code) != rec.compiled_version {
             jit::retire(rec);
         }
-        if let Some(c) = rec.compiled.as_deref() {
+        if let Some(c) = rec.compiled.as_deref().filter(|_| !has_local_events(code)) {
             let index = (*frame).instr_ptr.offset_from(start) as usize;
             if let Some(entry) = c.entry(index) {
                 return ember_run(tstate, frame as *mut c_void, entry) as *mut abi::PyObject;
             }
         }
         if awaits_loop_work(rec, &st.settings) {
+            // Its frames may then move to compiled code at a back-edge once
+            // they have run long enough (osr_policy).
+            jit::install_osr(code, rec);
             // The record dies with its code object, which the frame holds;
             // frames of it that this one calls update it meanwhile.
             let rec: *mut records::CodeRecord = rec;
             let outer = TIMED_CALLEES_NS;
+            let outer_frame = TIMED_FRAME;
             TIMED_CALLEES_NS = 0;
             let t0 = std::time::Instant::now();
-            let result = abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag);
+            TIMED_FRAME = Some(TimedFrame { frame, t0, own_when_moved: None });
+            let result = eval_interpreted(tstate, frame, throwflag);
+            let moved = TIMED_FRAME.and_then(|t| t.own_when_moved);
+            TIMED_FRAME = outer_frame;
             let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            let own = ns.saturating_sub(TIMED_CALLEES_NS);
+            // A frame that moved to compiled code ran in the interpreter
+            // until then only.
+            let own = moved.unwrap_or_else(|| ns.saturating_sub(TIMED_CALLEES_NS));
             TIMED_CALLEES_NS = outer.saturating_add(ns);
             (*rec).interpreted_ns = (*rec).interpreted_ns.saturating_add(own);
             return result;
         }
     }
-    abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag)
+    eval_interpreted(tstate, frame, throwflag)
+}
+
+/// The interpreter runs `frame`: from one of its back-edges it may go on in
+/// compiled code (`osr_policy`).
+#[inline(always)]
+unsafe fn eval_interpreted(
+    tstate: *mut PyThreadState,
+    frame: *mut InterpreterFrame,
+    throwflag: i32,
+) -> *mut abi::PyObject {
+    ember_tier1::glue::eval_interpreted(tstate as *mut c_void, frame as *mut c_void, throwflag) as *mut abi::PyObject
+}
+
+/// The innermost timed frame (`awaits_loop_work`): when it started, and its
+/// own time in the interpreter if it moved to compiled code (`osr_policy`).
+#[derive(Clone, Copy)]
+struct TimedFrame {
+    frame: *mut InterpreterFrame,
+    t0: std::time::Instant,
+    own_when_moved: Option<u64>,
+}
+static mut TIMED_FRAME: Option<TimedFrame> = None;
+
+/// How many back-edges of a code object waiting to be compiled its
+/// interpreted frames take between two looks at the time they have run.
+const OSR_CHECK_EVERY: u32 = 16;
+
+/// See `CodeRecord::osr_returns`.
+const MAX_OSR_RETURNS: u32 = 32;
+
+/// At a back-edge of `frame`, which the interpreter runs (tier1/csrc/osr.c):
+/// the compiled entry to go on in, or 0. Its code object is compiled here
+/// once its frames have run as long in the interpreter as the policy asks
+/// of a function with a loop (`loop_work_done`, counting the time this
+/// frame has run so far): unlike at a call, the code compiled is used at
+/// once, so the frame need not be a second one.
+pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, index: u64) -> u64 {
+    let frame = frame as *mut InterpreterFrame;
+    let st = state();
+    let code = (*frame).f_executable.as_ptr() as *mut ffi::PyObject;
+    let rec = records::lookup(code);
+    if rec.is_null() {
+        return 0;
+    }
+    let rec = &mut *rec;
+    if rec.profile.pinned == Some(Tier::Interpreter) || st.settings.max_tier < Tier::Baseline {
+        return ember_tier1::glue::OSR_NEVER;
+    }
+    if has_local_events(code) {
+        return 0;
+    }
+    if rec.compiled.is_none() {
+        if rec.refusal.is_some() {
+            return ember_tier1::glue::OSR_NEVER;
+        }
+        if rec.profile.pinned.is_some() {
+            return 0;
+        }
+        rec.osr_checks = rec.osr_checks.wrapping_add(1);
+        if rec.osr_checks % OSR_CHECK_EVERY != 0 || st.settings.tier1_loop_work_ns_per_unit == 0 {
+            return 0;
+        }
+        let own_so_far = match TIMED_FRAME {
+            Some(t) if t.frame == frame => {
+                u64::try_from(t.t0.elapsed().as_nanos()).unwrap_or(u64::MAX).saturating_sub(TIMED_CALLEES_NS)
+            }
+            _ => 0,
+        };
+        let units = ffi::Py_SIZE(code) as u64;
+        if rec.interpreted_ns.saturating_add(own_so_far) < st.settings.tier1_loop_work_ns_per_unit.saturating_mul(units) {
+            return 0;
+        }
+        jit::compile_tier1(code, rec);
+    } else if records::eager_recompile_due(rec) {
+        // A frame of it was handed to the interpreter (this one, maybe),
+        // which may have specialised what the compiled code ran generic: as
+        // at a call, compile again if so.
+        rec.handed_off = false;
+        records::refresh_direct(rec);
+        let c = rec.compiled.as_deref().unwrap();
+        if records::recompile_due(rec) && jit::quickening_changed(code, rec, c) {
+            jit::retire(rec);
+            rec.recompiles += 1;
+            jit::compile_tier1(code, rec);
+        } else if rec.osr_returns >= MAX_OSR_RETURNS {
+            return ember_tier1::glue::OSR_NEVER;
+        } else {
+            rec.osr_returns += 1;
+        }
+    }
+    if rec.compiled.is_some() && jit::code_version(code) != rec.compiled_version {
+        jit::retire(rec);
+    }
+    let entry = match rec.compiled.as_deref() {
+        Some(c) => c.entry(index as usize).unwrap_or(0),
+        None => 0,
+    };
+    if entry != 0 {
+        if let Some(t) = TIMED_FRAME.filter(|t| t.frame == frame && t.own_when_moved.is_none()) {
+            let own = u64::try_from(t.t0.elapsed().as_nanos()).unwrap_or(u64::MAX).saturating_sub(TIMED_CALLEES_NS);
+            TIMED_FRAME = Some(TimedFrame { own_when_moved: Some(own), ..t });
+        }
+    }
+    entry
 }
 
 /// Time of the timed frames (`awaits_loop_work`) the current timed frame
@@ -302,6 +415,13 @@ pub unsafe extern "C" fn passthrough_eval_frame(
     throwflag: i32,
 ) -> *mut abi::PyObject {
     abi::_PyEval_EvalFrameDefault(tstate, frame, throwflag)
+}
+
+/// Events of sys.monitoring are set on `code` alone: the interpreter runs
+/// it (its instrumentation version does not show them).
+#[inline(always)]
+unsafe fn has_local_events(code: *mut ffi::PyObject) -> bool {
+    ember_tier1::glue::has_local_events(code as *mut c_void)
 }
 
 #[inline(always)]

@@ -191,9 +191,10 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
         let table: *mut ffi::PyObject = field(code, abi::CODE_CO_LINETABLE);
         core::slice::from_raw_parts(ffi::PyBytes_AsString(table) as *const u8, ffi::PyBytes_Size(table) as usize)
     };
+    let seen = bytecode_seen(code, rec, core::slice::from_raw_parts(bytecode_ptr, n_units));
     let info = CodeInfo {
         code_object: code as u64,
-        bytecode: core::slice::from_raw_parts(bytecode_ptr, n_units),
+        bytecode: &seen,
         bytecode_addr: bytecode_ptr as u64,
         consts,
         names,
@@ -229,6 +230,12 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
             (rec.entries, rec.n_entries) = c.entry_table();
             rec.compiled = Some(Box::new(c));
             crate::records::refresh_direct(rec);
+            // Frames of it that the interpreter runs (handed over) may come
+            // back at a back-edge; and instrumenting it for events set on it
+            // alone drops the entries, which tells its running frames.
+            if crate::records::has_loops(rec) {
+                install_osr(code, rec);
+            }
         }
         Err(why) => {
             *totals.refused.get_or_insert_with(HashMap::new).entry(refusal_key(&why)).or_default() += 1;
@@ -237,15 +244,47 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
     }
 }
 
+/// Put on-stack-replacement entries at `code`'s back-edges, once
+/// (tier1/csrc/osr.c).
+///
+/// # Safety
+/// GIL held; `rec` is `code`'s record.
+pub unsafe fn install_osr(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
+    if rec.osr_installed {
+        return;
+    }
+    rec.osr_installed = true;
+    let units = (code as *mut u8).add(abi::CODE_CO_CODE_ADAPTIVE) as *const u16;
+    if ember_tier1::glue::osr_install(code as *mut c_void, core::slice::from_raw_parts(units, ffi::Py_SIZE(code) as usize)) < 0 {
+        ffi::PyErr_Clear();
+    }
+}
+
 /// Whether the interpreter has specialised (or despecialised) instructions
 /// of `code` since `c` was compiled from it.
 ///
 /// # Safety
 /// GIL held; `c` was compiled from `code`.
-pub unsafe fn quickening_changed(code: *mut ffi::PyObject, c: &ember_tier1::compile::Compiled) -> bool {
+pub unsafe fn quickening_changed(
+    code: *mut ffi::PyObject,
+    rec: &CodeRecord,
+    c: &ember_tier1::compile::Compiled,
+) -> bool {
     let n_units = ffi::Py_SIZE(code) as usize;
     let bytecode = (code as *mut u8).add(abi::CODE_CO_CODE_ADAPTIVE) as *const u16;
-    compile::opcode_signature(core::slice::from_raw_parts(bytecode, n_units)) != c.opcode_signature
+    compile::opcode_signature(&bytecode_seen(code, rec, core::slice::from_raw_parts(bytecode, n_units)))
+        != c.opcode_signature
+}
+
+/// `code`'s quickened bytecode as the compiler reads it: without the
+/// on-stack-replacement entries at its back-edges (tier1/csrc/osr.c).
+unsafe fn bytecode_seen<'a>(code: *mut ffi::PyObject, rec: &CodeRecord, units: &'a [u16]) -> std::borrow::Cow<'a, [u16]> {
+    if !rec.osr_installed {
+        return std::borrow::Cow::Borrowed(units);
+    }
+    let mut copy = units.to_vec();
+    ember_tier1::glue::osr_see_through(code as *mut c_void, &mut copy);
+    std::borrow::Cow::Owned(copy)
 }
 
 /// Monitoring or tracing re-instrumented `code` since it was compiled: stop

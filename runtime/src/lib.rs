@@ -297,6 +297,7 @@ fn _stats<'py>(py: Python<'py>, with_functions: bool) -> PyResult<Bound<'py, PyD
     tier1.set_item("back_edges", freed_back_edges + live_sum(|p| p.back_edges))?;
     tier1.set_item("delegations_passed", ember_tier1::glue::delegations_passed())?;
     tier1.set_item("generators_made", ember_tier1::glue::generators_made())?;
+    tier1.set_item("osr_entries", ember_tier1::glue::osr_entries())?;
     let refused = PyDict::new(py);
     if let Some(map) = &t1.refused {
         for (k, v) in map {
@@ -455,6 +456,7 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
             st.watcher = id;
             ember_tier1::glue::set_handoff_observer(records::note_handoff);
             ember_tier1::glue::set_respecialise_policy(records::may_respecialise);
+            ember_tier1::glue::set_osr_policy(hook::osr_policy);
             ember_tier1::glue::set_evaluator(hook::ember_fn() as *const core::ffi::c_void);
             if ember_tier1::glue::init() < 0 {
                 return Err(PyErr::fetch(py));

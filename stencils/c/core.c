@@ -1,5 +1,6 @@
 /* Locals, constants, stack shuffling, control flow, frame entry and exit. */
 #include "ember_stencil.h"
+#include "pycore_optimizer.h"
 
 /* The code object's shared exits (one copy per compiled code object). */
 
@@ -71,9 +72,7 @@ EMBER_STENCIL(NOP)
              * resumption, as the interpreter does. */                           \
             if ((OPARG & RESUME_OPARG_LOCATION_MASK) < RESUME_AFTER_YIELD_FROM) { \
                 ESCAPE();                                                        \
-                if (ember_handle_pending(tstate) < 0) {                          \
-                    ERROR();                                                     \
-                }                                                                \
+                HANDLE_PENDING(DISPATCH_INSTR);                                  \
             }                                                                    \
         }                                                                        \
     } while (0)
@@ -294,9 +293,7 @@ EMBER_STENCIL(JUMP_FORWARD)
                 DEOPT();                                                         \
             }                                                                    \
             ESCAPE();                                                            \
-            if (ember_handle_pending(tstate) < 0) {                              \
-                ERROR();                                                         \
-            }                                                                    \
+            HANDLE_PENDING(NEXT_INSTR - OPARG);                                  \
         }                                                                        \
         JUMP();                                                                  \
     } while (0)
@@ -310,7 +307,18 @@ EMBER_STENCIL(JUMP_BACKWARD_NO_JIT)
 EMBER_STENCIL(JUMP_BACKWARD)
 {
     ++*(uint64_t *)OPERAND1;
-    QUICKEN_TO(JUMP_BACKWARD, tstate->interp->jit ? EMBER_OP_JUMP_BACKWARD_JIT : EMBER_OP_JUMP_BACKWARD_NO_JIT);
+    _Py_CODEUNIT *this_instr = THIS_INSTR;
+    if (this_instr->op.code == EMBER_OP_JUMP_BACKWARD) {
+        this_instr->op.code = tstate->interp->jit ? EMBER_OP_JUMP_BACKWARD_JIT : EMBER_OP_JUMP_BACKWARD_NO_JIT;
+    }
+    else if (UNLIKELY(this_instr->op.code == EMBER_OP_ENTER_EXECUTOR)) {
+        /* An on-stack-replacement entry (tier1/csrc/osr.c) stands for the
+         * instruction: quickened there. */
+        struct _PyExecutorObject *ex = _PyFrame_GetCode(frame)->co_executors->executors[this_instr->op.arg];
+        if (ex->vm_data.opcode == EMBER_OP_JUMP_BACKWARD) {
+            ex->vm_data.opcode = EMBER_OP_JUMP_BACKWARD_NO_JIT;
+        }
+    }
     JUMP_BACKWARD_BODY();
 }
 

@@ -284,6 +284,21 @@ PyObject *ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, 
 /* Steals exc and cause; returns 1 for a bare re-raise (no new traceback). */
 int ember_do_raise(PyThreadState *tstate, PyObject *exc, PyObject *cause);
 int ember_handle_pending(PyThreadState *tstate);
+/* The eval breaker's pending work, as the interpreter handles it: ERROR() on
+ * an error; and when events of sys.monitoring are now set on this code
+ * alone, which its compiled code does not report, the interpreter goes on
+ * from AT. */
+#define HANDLE_PENDING(AT)                                                       \
+    do {                                                                         \
+        int pending_ = ember_handle_pending(tstate);                             \
+        if (pending_ < 0) {                                                      \
+            ERROR();                                                             \
+        }                                                                        \
+        if (pending_ > 0) {                                                      \
+            frame->instr_ptr = (AT);                                             \
+            DEOPT();                                                             \
+        }                                                                        \
+    } while (0)
 /* Py_DECREF_MORTAL of the last reference to a mortal object. An exact
  * float or int is freed by its type's own deallocator, as CLOSE_EXACT and
  * the interpreter's specialised instructions free them, not through

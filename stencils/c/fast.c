@@ -765,9 +765,7 @@ EMBER_STENCIL(STORE_SUBSCR_DICT)
                 DEOPT();                                                       \
             }                                                                  \
             SYNC_SP();                                                         \
-            if (ember_handle_pending(tstate) < 0) {                            \
-                ERROR();                                                       \
-            }                                                                  \
+            HANDLE_PENDING(NEXT_INSTR);                                        \
         }                                                                      \
     } while (0)
 

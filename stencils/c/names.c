@@ -42,9 +42,7 @@ int ember_name_annotate(PyObject *func, PyObject *annotate);
                 DEOPT();                                               \
             }                                                          \
             SYNC_SP();                                                 \
-            if (ember_handle_pending(tstate) < 0) {                    \
-                ERROR();                                               \
-            }                                                          \
+            HANDLE_PENDING(NEXT_INSTR);                                \
         }                                                              \
     } while (0)
 

@@ -493,9 +493,7 @@ EMBER_STENCIL(POP_ITER)
                 DEOPT();                                               \
             }                                                          \
             SYNC_SP();                                                 \
-            if (ember_handle_pending(tstate) < 0) {                    \
-                ERROR();                                               \
-            }                                                          \
+            HANDLE_PENDING(NEXT_INSTR);                                \
         }                                                              \
     } while (0)
 

@@ -420,3 +420,39 @@ def test_tracing_switched_on_by_a_callee_reports_the_next_line():
     # compiled code must hand the frame over at the next line start.
     out = check(TRACING_SWITCHED_ON_BY_A_CALLEE)
     assert "line main" in out.stdout and "line plain" in out.stdout
+
+
+def test_local_events_on_code_already_compiled():
+    # Events set on one code object alone (set_local_events) leave the
+    # interpreter's instrumentation version as it was: compiled code of that
+    # code object must still give way to the interpreter, for the calls that
+    # follow and for a frame of it that is running compiled code (here the
+    # one that sets them, in a loop). Ember once ran both on in compiled
+    # code and reported no event.
+    check("""
+    import sys
+    mon = sys.monitoring
+    TOOL = 3
+    events = []
+
+    def work(n, watch_at):
+        t = 0
+        for i in range(n):
+            t += i
+            if i == watch_at:
+                mon.set_local_events(TOOL, work.__code__, mon.events.JUMP | mon.events.LINE)
+        return t
+
+    mon.use_tool_id(TOOL, "ember-difftest")
+    mon.register_callback(TOOL, mon.events.JUMP, lambda code, src, dst: events.append(("jump", src, dst)))
+    mon.register_callback(TOOL, mon.events.LINE, lambda code, line: events.append(("line", line)))
+    for _ in range(6):
+        work(2000, -1)
+    print(work(3000, 2990), len(events), events[:6], events[-4:])
+    events.clear()
+    print(work(50, -1), len(events))
+    mon.set_local_events(TOOL, work.__code__, 0)
+    events.clear()
+    print(work(50, -1), len(events))
+    mon.free_tool_id(TOOL)
+    """)

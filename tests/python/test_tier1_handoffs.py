@@ -474,7 +474,10 @@ def test_long_frames_are_not_handed_off_before_their_loop(tmp_path):
     # thousands of times. Handing the frame over to have any of them
     # specialised again gives the interpreter the rest of the loop: each
     # compiled call would lose its run (the second to the LOAD_GLOBAL, the
-    # third to the `**`). Compiled code keeps such frames.
+    # third to the `**`). Compiled code keeps such frames; and a frame that
+    # is handed over comes back at its loop's next back-edge (on-stack
+    # replacement), as the first call does once its loop has run long
+    # enough in the interpreter.
     source = """
         import ember
 
@@ -488,6 +491,7 @@ def test_long_frames_are_not_handed_off_before_their_loop(tmp_path):
     """
     tier, calls, handoffs, back_edges = run_advance(source, 1000000, tmp_path)
     assert tier == 1 and calls == 4
-    assert handoffs == 0, handoffs
-    # Calls 2 to 4 ran their loops in compiled code.
-    assert back_edges == 3 * 1000000, back_edges
+    assert handoffs <= 2, (handoffs, back_edges)
+    # Calls 2 to 4 ran their loops in compiled code, and the first most of
+    # its loop.
+    assert 3.95 * 1000000 <= back_edges <= 4 * 1000000, back_edges

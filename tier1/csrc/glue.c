@@ -29,7 +29,7 @@ ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadSt
     frame->stackpointer = stack_pointer;
     tstate->current_frame = frame->previous;
     tstate->py_recursion_remaining++;
-    return _PyEval_EvalFrameDefault(tstate, frame, 0);
+    return ember_eval_interpreted(tstate, frame, 0);
 }
 
 /* Decides for ember_may_respecialise, with the frame's code object and
@@ -60,10 +60,17 @@ ember_decref_last(PyObject *o)
     }
 }
 
+/* The eval breaker's pending work, at a back-edge of compiled code: -1 on
+ * an error, 1 if the frame must go on in the interpreter because events
+ * are now set on its code alone (a hand-off: its compiled code does not
+ * report them), else 0. */
 int
 ember_handle_pending(PyThreadState *tstate)
 {
-    return _Py_HandlePending(tstate);
+    if (_Py_HandlePending(tstate) < 0) {
+        return -1;
+    }
+    return ember_monitored_locally(_PyFrame_GetCode(tstate->current_frame));
 }
 
 /* The exception table's varint: 6 bits a byte, bit 6 says more follow. */
@@ -540,7 +547,7 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
             }
             ember_direct_entry *ip_d = probed_d;
             if (ip_d == NULL || ip_d->entries == NULL || ip_d->version != version
-                || code->_co_instrumentation_version != version) {
+                || code->_co_instrumentation_version != version || ember_monitored_locally(code)) {
                 break;
             }
             _Py_CODEUNIT *ip_send = delegating_send(f);

@@ -2,6 +2,7 @@
 #ifndef EMBER_GLUE_H
 #define EMBER_GLUE_H
 #include "../../stencils/c/ember_stencil.h"
+#include "pycore_instruments.h"
 
 /* What calls and resumptions need of the runtime's record of a code object
  * (its C prefix: runtime/src/records.rs, DirectEntry). `entry`: the compiled
@@ -91,6 +92,23 @@ ember_find_direct(PyThreadState *tstate, PyCodeObject *code)
     }
 }
 
+/* Whether events of sys.monitoring are set on `code` alone
+ * (set_local_events): the interpreter, whose bytecode of it is instrumented
+ * for them, must run it. Its instrumentation version does not say so. */
+static inline __attribute__((always_inline)) int
+ember_monitored_locally(PyCodeObject *code)
+{
+    if (LIKELY(code->_co_monitoring == NULL)) {
+        return 0;
+    }
+    const uint8_t *tools = code->_co_monitoring->local_monitors.tools;
+    uint8_t any = 0;
+    for (int e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++) {
+        any |= tools[e];
+    }
+    return any != 0;
+}
+
 /* Whether `code`, whose record is `d`, called at its first instruction,
  * would be entered by Ember's evaluator with nothing to do but count the
  * call and enter its compiled code (its common path, runtime/src/hook.rs,
@@ -100,7 +118,7 @@ ember_find_direct(PyThreadState *tstate, PyCodeObject *code)
 static inline __attribute__((always_inline)) int
 ember_direct_enterable(const ember_direct_entry *d, PyCodeObject *code)
 {
-    if (d->entry == 0 || code->_co_instrumentation_version != d->version) {
+    if (d->entry == 0 || code->_co_instrumentation_version != d->version || ember_monitored_locally(code)) {
         return 0;
     }
     uint64_t calls = *d->calls + 1;
@@ -186,7 +204,8 @@ ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_send
             cache->direct = d;
         }
     }
-    if (d != NULL && d->entries != NULL && code->_co_instrumentation_version == d->version) {
+    if (d != NULL && d->entries != NULL && code->_co_instrumentation_version == d->version
+        && !ember_monitored_locally(code)) {
         uint64_t index = (uint64_t)(frame->instr_ptr - _PyCode_CODE(code));
         if (index != 0 && index < d->n_entries && d->entries[index] != 0) {
             ++*d->resumes;
@@ -195,5 +214,9 @@ ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_send
     }
     return _PyEval_EvalFrame(tstate, frame, 0);
 }
+
+/* osr.c: the interpreter's run of a frame, which may come back to
+ * compiled code at a back-edge. */
+PyObject *ember_eval_interpreted(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
 
 #endif

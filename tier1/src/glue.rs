@@ -16,6 +16,105 @@ extern "C" {
     fn ember_set_evaluator(evaluator: *const c_void);
     static ember_delegations_passed: u64;
     static ember_generators_made: u64;
+    fn ember_osr_install(code: *mut c_void, sites: *const u32, opargs: *const u32, n: i32) -> i32;
+    fn ember_osr_replaced_unit(code: *mut c_void, slot: i32) -> u32;
+    fn ember_eval_interpreted(tstate: *mut c_void, frame: *mut c_void, throwflag: i32) -> *mut c_void;
+    static mut ember_osr_policy: Option<unsafe extern "C" fn(tstate: *mut c_void, frame: *mut c_void, index: u64) -> u64>;
+    static ember_osr_entries: u64;
+    fn ember_code_has_local_events(code: *mut c_void) -> i32;
+}
+
+/// `units`, a copy of `code`'s code units from its first, as they were
+/// before [`osr_install`]: what the compiler must read.
+///
+/// # Safety
+/// GIL held; `code` a live code object.
+pub unsafe fn osr_see_through(code: *mut c_void, units: &mut [u16]) {
+    use ember_pyabi::opcodes;
+    let enter_executor = opcodes::by_name("ENTER_EXECUTOR");
+    let mut i = 0;
+    while i < units.len() {
+        let mut op = (units[i] & 0xff) as u8;
+        if Some(op) == enter_executor {
+            let unit = ember_osr_replaced_unit(code, (units[i] >> 8) as i32);
+            if unit != 0 {
+                units[i] = unit as u16;
+                op = (unit & 0xff) as u8;
+            }
+        }
+        i += 1 + opcodes::caches(opcodes::deopt(op));
+    }
+}
+
+/// Whether events of sys.monitoring are set on `code` alone
+/// (`set_local_events`): its instrumentation version does not show them,
+/// and the interpreter must run it.
+///
+/// # Safety
+/// GIL held; `code` a live code object.
+#[inline(always)]
+pub unsafe fn has_local_events(code: *mut c_void) -> bool {
+    let monitoring = *((code as *const u8).add(ember_pyabi::current::CODE_CO_MONITORING) as *const *const c_void);
+    !monitoring.is_null() && ember_code_has_local_events(code) != 0
+}
+
+/// Frames that moved from the interpreter to compiled code at a back-edge
+/// (csrc/osr.c).
+pub fn osr_entries() -> u64 {
+    // SAFETY: a counter written with the GIL held, which callers hold.
+    unsafe { core::ptr::addr_of!(ember_osr_entries).read() }
+}
+
+/// Put an on-stack-replacement entry at every back-edge of `code` (a code
+/// object, not instrumented, whose code units from its first are `units`):
+/// how many, or -1 with a Python exception set.
+///
+/// # Safety
+/// GIL held; `code` a live code object, `units` its code units.
+pub unsafe fn osr_install(code: *mut c_void, units: &[u16]) -> i32 {
+    use ember_pyabi::opcodes;
+    let (mut sites, mut opargs) = (Vec::new(), Vec::new());
+    let back_edge = [opcodes::by_name("JUMP_BACKWARD"), opcodes::by_name("JUMP_BACKWARD_NO_JIT"), opcodes::by_name("JUMP_BACKWARD_JIT")];
+    let extended_arg = opcodes::by_name("EXTENDED_ARG");
+    let mut ext: u32 = 0;
+    let mut i = 0;
+    while i < units.len() {
+        let op = (units[i] & 0xff) as u8;
+        let oparg = ext | (units[i] >> 8) as u32;
+        ext = if Some(op) == extended_arg { oparg << 8 } else { 0 };
+        if back_edge.contains(&Some(op)) {
+            // osr.c jumps past the one cache unit.
+            debug_assert_eq!(opcodes::caches(opcodes::deopt(op)), 1);
+            sites.push(i as u32);
+            opargs.push(oparg);
+        }
+        i += 1 + opcodes::caches(opcodes::deopt(op));
+    }
+    ember_osr_install(code, sites.as_ptr(), opargs.as_ptr(), sites.len() as i32)
+}
+
+/// `_PyEval_EvalFrameDefault` for a frame the evaluator leaves to the
+/// interpreter: the frame may move to compiled code at a back-edge, as
+/// `policy` (see [`set_osr_policy`]) decides.
+///
+/// # Safety
+/// As `_PyEval_EvalFrameDefault`.
+pub unsafe fn eval_interpreted(tstate: *mut c_void, frame: *mut c_void, throwflag: i32) -> *mut c_void {
+    ember_eval_interpreted(tstate, frame, throwflag)
+}
+
+/// What an OSR policy returns when no frame of the code object will move:
+/// its entries are taken out.
+pub const OSR_NEVER: u64 = u64::MAX;
+
+/// Have `policy` decide, at a back-edge of a frame run by
+/// [`eval_interpreted`], the compiled entry at code unit `index` to go on in
+/// (0: the interpreter goes on).
+///
+/// # Safety
+/// Call with the GIL held.
+pub unsafe fn set_osr_policy(policy: unsafe extern "C" fn(tstate: *mut c_void, frame: *mut c_void, index: u64) -> u64) {
+    *core::ptr::addr_of_mut!(ember_osr_policy) = Some(policy);
 }
 
 /// Levels of `yield from`/`await` that resumptions passed through without

@@ -53,18 +53,18 @@ def _tier(name: str, value: str) -> int:
 #: few times that on the function. A function without a loop runs each
 #: instruction once per call, so it is compiled after many calls (start-up
 #: code, imports, runs most of its functions fewer times). One with a loop
-#: may run long in few calls (a benchmark's main loop: once per iteration),
-#: and the interpreter does not report its iterations to Ember, nor can a
-#: running frame move into compiled code. So a function with a loop is
-#: compiled from its second call on (its first, in the interpreter, has
-#: specialised the instructions it ran), once its frames have run in the
+#: may run long in few calls (a benchmark's main loop: once per iteration).
+#: So a function with a loop is compiled once its frames have run in the
 #: interpreter for DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT ns per code unit of
-#: its bytecode (less the time of frames of other such functions they call).
+#: its bytecode (less the time of frames of other such functions they call):
+#: at one of its loop's back-edges, the frame going on in compiled code from
+#: there (on-stack replacement, tier1/csrc/osr.c), or at its second call (its
+#: first, in the interpreter, has specialised the instructions it ran).
 #: A generator's or coroutine's resumptions count as calls here: its one
 #: frame may run a program's main loop, and compiled code can take it over
-#: at its next resumption. A loop that runs long is compiled at the second
-#: call; the loops of code run a few times at start-up (imports: enum, re,
-#: dataclasses), which compiling made a short program pay for, are not. The values were chosen
+#: at its next resumption. A loop that runs long is compiled; the loops of
+#: code run a few times at start-up (imports: enum, re, dataclasses), which
+#: compiling made a short program pay for, are not. The values were chosen
 #: by whole-process times of pyperformance's benchmarks run once
 #: (benches/README.md, cold runs): 128 calls and 1000 ns compiled about 115
 #: functions of start-up code per process, 1024 and 4000 about 25, and were
