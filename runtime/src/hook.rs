@@ -216,14 +216,8 @@ struct TimedFrame {
 }
 static mut TIMED_FRAME: Option<TimedFrame> = None;
 
-/// How many back-edges of a code object waiting to be compiled its
-/// interpreted frames take between two looks at the time they have run.
-const OSR_CHECK_EVERY: u32 = 16;
-
-/// See `CodeRecord::osr_returns`.
-const MAX_OSR_RETURNS: u32 = 32;
-
-/// At a back-edge of `frame`, which the interpreter runs (tier1/csrc/osr.c):
+/// At a back-edge of `frame`, which the interpreter runs (tier1/csrc/osr.c;
+/// while the code is not compiled, at every 16th back-edge only):
 /// the compiled entry to go on in, or 0. Its code object is compiled here
 /// once its frames have run as long in the interpreter as the policy asks
 /// of a function with a loop (`loop_work_done`, counting the time this
@@ -251,8 +245,7 @@ pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, in
         if rec.profile.pinned.is_some() {
             return 0;
         }
-        rec.osr_checks = rec.osr_checks.wrapping_add(1);
-        if rec.osr_checks % OSR_CHECK_EVERY != 0 || st.settings.tier1_loop_work_ns_per_unit == 0 {
+        if st.settings.tier1_loop_work_ns_per_unit == 0 {
             return 0;
         }
         let own_so_far = match TIMED_FRAME {
@@ -266,21 +259,22 @@ pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, in
             return 0;
         }
         jit::compile_tier1(code, rec);
-    } else if records::eager_recompile_due(rec) {
+    } else if rec.handed_off {
         // A frame of it was handed to the interpreter (this one, maybe),
         // which may have specialised what the compiled code ran generic: as
-        // at a call, compile again if so.
-        rec.handed_off = false;
-        records::refresh_direct(rec);
-        let c = rec.compiled.as_deref().unwrap();
-        if records::recompile_due(rec) && jit::quickening_changed(code, rec, c) {
-            jit::retire(rec);
-            rec.recompiles += 1;
-            jit::compile_tier1(code, rec);
-        } else if rec.osr_returns >= MAX_OSR_RETURNS {
-            return ember_tier1::glue::OSR_NEVER;
-        } else {
-            rec.osr_returns += 1;
+        // at a call, compile again if so. With a threshold set, at calls
+        // only, as before on-stack replacement (CPython's reference-leak
+        // runs, at threshold 0, otherwise saw code recompiled during their
+        // first repetitions, the interpreter's caches still filling).
+        if st.settings.by_policy() && records::eager_recompile_due(rec) {
+            rec.handed_off = false;
+            records::refresh_direct(rec);
+            let c = rec.compiled.as_deref().unwrap();
+            if records::recompile_due(rec) && jit::quickening_changed(code, rec, c) {
+                jit::retire(rec);
+                rec.recompiles += 1;
+                jit::compile_tier1(code, rec);
+            }
         }
     }
     if rec.compiled.is_some() && jit::code_version(code) != rec.compiled_version {

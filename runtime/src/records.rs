@@ -91,13 +91,6 @@ pub struct CodeRecord {
     /// Its back-edges have on-stack-replacement entries (tier1/csrc/osr.c;
     /// put once, when its frames are first timed).
     pub osr_installed: bool,
-    /// Back-edges its interpreted frames took through those entries while
-    /// it was not compiled (the policy looks at the time every few).
-    pub osr_checks: u32,
-    /// Frames of it that went back to compiled code at a back-edge after a
-    /// hand-off without a recompilation (limited: each such return nests
-    /// the native stack of the frame's run one level deeper).
-    pub osr_returns: u32,
     /// `profile.calls + profile.back_edges` when last compiled.
     pub work_at_compile: u64,
     /// Tier-1 compilations of it (recompilations included) and their time.
@@ -304,8 +297,6 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         long_frames: false,
         interpreted_ns: 0,
         osr_installed: false,
-        osr_checks: 0,
-        osr_returns: 0,
         work_at_compile: 0,
         tier1_compiles: 0,
         tier1_compile_ns_total: 0,

@@ -32,12 +32,15 @@ typedef struct {
     _Py_CODEUNIT *target;
     /* Taken out by Ember itself (osr_uninstall), not by CPython. */
     int uninstalled;
+    /* Times taken while the code had no compiled entry. */
+    uint32_t waiting;
 } ember_osr_executor;
 
 /* The decision (runtime/src/hook.rs): the compiled entry at code unit
  * `index` of the frame's code to continue the frame in, or 0, or
  * EMBER_OSR_NEVER: no frame of this code will be, take the entries out. */
 #define EMBER_OSR_NEVER UINT64_MAX
+#define EMBER_OSR_CHECK_EVERY 16
 uint64_t (*ember_osr_policy)(PyThreadState *tstate, _PyInterpreterFrame *frame, uint64_t index) = NULL;
 
 /* Frames moved to compiled code at a back-edge (ember.stats()). */
@@ -47,6 +50,12 @@ uint64_t ember_osr_entries = 0;
  * frame moved to compiled code ended with, on its way out. */
 static __thread __attribute__((tls_model("initial-exec"))) _PyInterpreterFrame *osr_frame = NULL;
 static __thread __attribute__((tls_model("initial-exec"))) PyObject *osr_exception = NULL;
+/* Frames run from ember_osr_entry on this thread's native stack. A frame
+ * that compiled code hands to the interpreter and that comes back at a
+ * back-edge runs one level deeper (ember_handoff, the interpreter, this
+ * entry): a frame going back and forth would grow the stack without end. */
+static __thread __attribute__((tls_model("initial-exec"))) int osr_depth = 0;
+#define EMBER_OSR_MAX_DEPTH 8
 
 static PyObject *
 osr_get_opcode(PyObject *self, PyObject *unused)
@@ -228,9 +237,15 @@ ember_osr_entry(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThread
     if (ex->base.vm_data.opcode == EMBER_OP_JUMP_BACKWARD) {
         ex->base.vm_data.opcode = EMBER_OP_JUMP_BACKWARD_NO_JIT;
     }
-    if (osr_frame == frame && frame->owner == FRAME_OWNED_BY_THREAD && entry_frame != NULL
+    if (osr_frame == frame && osr_depth < EMBER_OSR_MAX_DEPTH && frame->owner == FRAME_OWNED_BY_THREAD && entry_frame != NULL
         && entry_frame->owner == FRAME_OWNED_BY_INTERPRETER && ember_osr_policy != NULL
         && tstate->interp->eval_frame == ember_evaluator) {
+        /* While the code is not compiled, the policy looks at the time
+         * every EMBER_OSR_CHECK_EVERY back-edges only. */
+        ember_direct_entry *d = ember_find_direct(tstate, code);
+        if ((d == NULL || d->entries == NULL) && ++ex->waiting % EMBER_OSR_CHECK_EVERY != 0) {
+            return ex->target;
+        }
         uint64_t index = (uint64_t)(here - _PyCode_CODE(code));
         uint64_t decided = ember_osr_policy(tstate, frame, index);
         if (decided == EMBER_OSR_NEVER) {
@@ -246,7 +261,9 @@ ember_osr_entry(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThread
             /* The interpreter has made the frame current and counted its
              * depth, as compiled code expects on entry. */
             PyObject *held = Py_NewRef((PyObject *)code);
+            osr_depth++;
             PyObject *res = entry(frame, stack_pointer, tstate);
+            osr_depth--;
             Py_DECREF(held);
             /* Compiled code has popped the frame: the entry frame is current. */
             _PyStackRef *sp = entry_frame->stackpointer;
