@@ -216,6 +216,10 @@ struct TimedFrame {
 }
 static mut TIMED_FRAME: Option<TimedFrame> = None;
 
+/// The time a code object's first frame must have run in the interpreter
+/// before it is compiled at a back-edge (see `osr_policy`).
+const OSR_FIRST_FRAME_NS: u64 = 1_000_000;
+
 /// At a back-edge of `frame`, which the interpreter runs (tier1/csrc/osr.c;
 /// while the code is not compiled, at every 16th back-edge only):
 /// the compiled entry to go on in, or 0. Its code object is compiled here
@@ -223,7 +227,7 @@ static mut TIMED_FRAME: Option<TimedFrame> = None;
 /// of a function with a loop (`loop_work_done`, counting the time this
 /// frame has run so far): unlike at a call, the code compiled is used at
 /// once, so the frame need not be a second one.
-pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, index: u64) -> u64 {
+pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, index: u64, handed_over: i32) -> u64 {
     let frame = frame as *mut InterpreterFrame;
     let st = state();
     let code = (*frame).f_executable.as_ptr() as *mut ffi::PyObject;
@@ -235,7 +239,11 @@ pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, in
     if rec.profile.pinned == Some(Tier::Interpreter) || st.settings.max_tier < Tier::Baseline {
         return ember_tier1::glue::OSR_NEVER;
     }
-    if has_local_events(code) {
+    // With a threshold set, a frame compiled code handed over stays in the
+    // interpreter, as before on-stack replacement: the interpreter then
+    // sees the rest of its run, as the tests of its specialisation expect
+    // (test_opcache: sites whose types change are despecialised).
+    if has_local_events(code) || (handed_over != 0 && !st.settings.by_policy()) {
         return 0;
     }
     if rec.compiled.is_none() {
@@ -255,7 +263,19 @@ pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, in
             _ => 0,
         };
         let units = ffi::Py_SIZE(code) as u64;
-        if rec.interpreted_ns.saturating_add(own_so_far) < st.settings.tier1_loop_work_ns_per_unit.saturating_mul(units) {
+        let mut wanted = st.settings.tier1_loop_work_ns_per_unit.saturating_mul(units);
+        if rec.profile.calls + rec.profile.resumes <= 1 {
+            // Its first frame: compiled at a back-edge only once that frame
+            // runs long. The interpreter's first run of an instruction may
+            // fail to specialise it for want of what later runs have (an
+            // attribute stored in the loop is missing from a fresh object's
+            // dict at the first call, present at the second: test_opcache's
+            // STORE_ATTR_WITH_HINT); compiled code runs such an instruction
+            // generic until a hand-off lets the interpreter try again, and
+            // hand-offs are rationed. A frame running this long is worth it.
+            wanted = wanted.max(OSR_FIRST_FRAME_NS);
+        }
+        if rec.interpreted_ns.saturating_add(own_so_far) < wanted {
             return 0;
         }
         jit::compile_tier1(code, rec);

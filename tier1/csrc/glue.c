@@ -29,7 +29,7 @@ ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadSt
     frame->stackpointer = stack_pointer;
     tstate->current_frame = frame->previous;
     tstate->py_recursion_remaining++;
-    return ember_eval_interpreted(tstate, frame, 0);
+    return ember_eval_handed_over(tstate, frame);
 }
 
 /* Decides for ember_may_respecialise, with the frame's code object and

@@ -215,8 +215,9 @@ ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_send
     return _PyEval_EvalFrame(tstate, frame, 0);
 }
 
-/* osr.c: the interpreter's run of a frame, which may come back to
- * compiled code at a back-edge. */
+/* osr.c: the interpreter's run of a frame compiled code handed over, which
+ * may come back to compiled code at a back-edge. */
+PyObject *ember_eval_handed_over(PyThreadState *tstate, _PyInterpreterFrame *frame);
 PyObject *ember_eval_interpreted(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
 
 #endif

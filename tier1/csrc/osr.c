@@ -41,7 +41,7 @@ typedef struct {
  * EMBER_OSR_NEVER: no frame of this code will be, take the entries out. */
 #define EMBER_OSR_NEVER UINT64_MAX
 #define EMBER_OSR_CHECK_EVERY 16
-uint64_t (*ember_osr_policy)(PyThreadState *tstate, _PyInterpreterFrame *frame, uint64_t index) = NULL;
+uint64_t (*ember_osr_policy)(PyThreadState *tstate, _PyInterpreterFrame *frame, uint64_t index, int handed_over) = NULL;
 
 /* Frames moved to compiled code at a back-edge (ember.stats()). */
 uint64_t ember_osr_entries = 0;
@@ -50,6 +50,8 @@ uint64_t ember_osr_entries = 0;
  * frame moved to compiled code ended with, on its way out. */
 static __thread __attribute__((tls_model("initial-exec"))) _PyInterpreterFrame *osr_frame = NULL;
 static __thread __attribute__((tls_model("initial-exec"))) PyObject *osr_exception = NULL;
+/* The frame the innermost ember_eval_handed_over runs. */
+static __thread __attribute__((tls_model("initial-exec"))) _PyInterpreterFrame *osr_handed_over = NULL;
 /* Frames run from ember_osr_entry on this thread's native stack. A frame
  * that compiled code hands to the interpreter and that comes back at a
  * back-edge runs one level deeper (ember_handoff, the interpreter, this
@@ -247,7 +249,7 @@ ember_osr_entry(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThread
             return ex->target;
         }
         uint64_t index = (uint64_t)(here - _PyCode_CODE(code));
-        uint64_t decided = ember_osr_policy(tstate, frame, index);
+        uint64_t decided = ember_osr_policy(tstate, frame, index, osr_handed_over == frame);
         if (decided == EMBER_OSR_NEVER) {
             /* The policy will not move frames of this code: its back-edges
              * go back to costing the interpreter nothing. */
@@ -281,6 +283,18 @@ ember_osr_entry(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThread
         }
     }
     return ex->target;
+}
+
+/* ember_eval_interpreted for a frame compiled code hands to the interpreter
+ * (the policy knows it: with a threshold set such a frame stays there). */
+PyObject *
+ember_eval_handed_over(PyThreadState *tstate, _PyInterpreterFrame *frame)
+{
+    _PyInterpreterFrame *outer = osr_handed_over;
+    osr_handed_over = frame;
+    PyObject *res = ember_eval_interpreted(tstate, frame, 0);
+    osr_handed_over = outer;
+    return res;
 }
 
 /* _PyEval_EvalFrameDefault for a frame that Ember's evaluator leaves to the

@@ -19,7 +19,7 @@ extern "C" {
     fn ember_osr_install(code: *mut c_void, sites: *const u32, opargs: *const u32, n: i32) -> i32;
     fn ember_osr_replaced_unit(code: *mut c_void, slot: i32) -> u32;
     fn ember_eval_interpreted(tstate: *mut c_void, frame: *mut c_void, throwflag: i32) -> *mut c_void;
-    static mut ember_osr_policy: Option<unsafe extern "C" fn(tstate: *mut c_void, frame: *mut c_void, index: u64) -> u64>;
+    static mut ember_osr_policy: Option<unsafe extern "C" fn(tstate: *mut c_void, frame: *mut c_void, index: u64, handed_over: i32) -> u64>;
     static ember_osr_entries: u64;
     fn ember_code_has_local_events(code: *mut c_void) -> i32;
 }
@@ -108,12 +108,15 @@ pub unsafe fn eval_interpreted(tstate: *mut c_void, frame: *mut c_void, throwfla
 pub const OSR_NEVER: u64 = u64::MAX;
 
 /// Have `policy` decide, at a back-edge of a frame run by
-/// [`eval_interpreted`], the compiled entry at code unit `index` to go on in
-/// (0: the interpreter goes on).
+/// [`eval_interpreted`] (or handed over by compiled code: `handed_over`), the
+/// compiled entry at code unit `index` to go on in (0: the interpreter goes
+/// on).
 ///
 /// # Safety
 /// Call with the GIL held.
-pub unsafe fn set_osr_policy(policy: unsafe extern "C" fn(tstate: *mut c_void, frame: *mut c_void, index: u64) -> u64) {
+pub unsafe fn set_osr_policy(
+    policy: unsafe extern "C" fn(tstate: *mut c_void, frame: *mut c_void, index: u64, handed_over: i32) -> u64,
+) {
     *core::ptr::addr_of_mut!(ember_osr_policy) = Some(policy);
 }
 
