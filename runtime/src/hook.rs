@@ -144,17 +144,7 @@ unsafe fn eval_frame_slow(
         if (at_start || at_resumption) && eager
             || at_start && rec.profile.calls >= 2 && rec.profile.calls.is_power_of_two()
         {
-            rec.handed_off = false;
-            records::refresh_direct(rec);
-            if let Some(c) = rec.compiled.as_deref() {
-                if records::recompile_due(rec) && jit::quickening_changed(code, rec, c) {
-                    // Compiled once (by policy, pin or request): compile
-                    // again whatever the policy says now.
-                    jit::retire(rec);
-                    rec.recompiles += 1;
-                    jit::compile_tier1(code, rec);
-                }
-            }
+            recompile_if_requickened(code, rec);
         }
         if rec.compiled.is_none() && rec.refusal.is_none() && wants_tier1(rec, &st.settings) {
             jit::compile_tier1(code, rec);
@@ -183,7 +173,7 @@ unsafe fn eval_frame_slow(
             let result = eval_interpreted(tstate, frame, throwflag);
             let moved = TIMED_FRAME.and_then(|t| t.own_when_moved);
             TIMED_FRAME = outer_frame;
-            let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let ns = elapsed_ns(t0);
             // A frame that moved to compiled code ran in the interpreter
             // until then only.
             let own = moved.unwrap_or_else(|| ns.saturating_sub(TIMED_CALLEES_NS));
@@ -193,6 +183,23 @@ unsafe fn eval_frame_slow(
         }
     }
     eval_interpreted(tstate, frame, throwflag)
+}
+
+/// The check that follows a hand-off or a power-of-two call count: clear
+/// the hand-off, and compile `code` again if the interpreter has specialised
+/// (or despecialised) it since and a recompilation is due.
+unsafe fn recompile_if_requickened(code: *mut ffi::PyObject, rec: &mut records::CodeRecord) {
+    rec.handed_off = false;
+    records::refresh_direct(rec);
+    if let Some(c) = rec.compiled.as_deref() {
+        if records::recompile_due(rec) && jit::quickening_changed(code, rec, c) {
+            // Compiled once (by policy, pin or request): compile again
+            // whatever the policy says now.
+            jit::retire(rec);
+            rec.recompiles += 1;
+            jit::compile_tier1(code, rec);
+        }
+    }
 }
 
 /// The interpreter runs `frame`: from one of its back-edges it may go on in
@@ -215,6 +222,19 @@ struct TimedFrame {
     own_when_moved: Option<u64>,
 }
 static mut TIMED_FRAME: Option<TimedFrame> = None;
+
+fn elapsed_ns(t0: std::time::Instant) -> u64 {
+    u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `frame`'s own time in the interpreter so far, if it is the innermost
+/// timed frame (its callees that returned are not its own).
+unsafe fn timed_own_ns(frame: *mut InterpreterFrame) -> Option<u64> {
+    match TIMED_FRAME {
+        Some(t) if t.frame == frame => Some(elapsed_ns(t.t0).saturating_sub(TIMED_CALLEES_NS)),
+        _ => None,
+    }
+}
 
 /// The time a code object's first frame must have run in the interpreter
 /// before it is compiled at a back-edge (see `osr_policy`).
@@ -256,12 +276,7 @@ pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, in
         if st.settings.tier1_loop_work_ns_per_unit == 0 {
             return 0;
         }
-        let own_so_far = match TIMED_FRAME {
-            Some(t) if t.frame == frame => {
-                u64::try_from(t.t0.elapsed().as_nanos()).unwrap_or(u64::MAX).saturating_sub(TIMED_CALLEES_NS)
-            }
-            _ => 0,
-        };
+        let own_so_far = timed_own_ns(frame).unwrap_or(0);
         let units = ffi::Py_SIZE(code) as u64;
         let mut wanted = st.settings.tier1_loop_work_ns_per_unit.saturating_mul(units);
         if rec.profile.calls + rec.profile.resumes <= 1 {
@@ -287,14 +302,7 @@ pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, in
         // runs, at threshold 0, otherwise saw code recompiled during their
         // first repetitions, the interpreter's caches still filling).
         if st.settings.by_policy() && records::eager_recompile_due(rec) {
-            rec.handed_off = false;
-            records::refresh_direct(rec);
-            let c = rec.compiled.as_deref().unwrap();
-            if records::recompile_due(rec) && jit::quickening_changed(code, rec, c) {
-                jit::retire(rec);
-                rec.recompiles += 1;
-                jit::compile_tier1(code, rec);
-            }
+            recompile_if_requickened(code, rec);
         }
     }
     if rec.compiled.is_some() && jit::code_version(code) != rec.compiled_version {
@@ -305,8 +313,7 @@ pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, in
         None => 0,
     };
     if entry != 0 {
-        if let Some(t) = TIMED_FRAME.filter(|t| t.frame == frame && t.own_when_moved.is_none()) {
-            let own = u64::try_from(t.t0.elapsed().as_nanos()).unwrap_or(u64::MAX).saturating_sub(TIMED_CALLEES_NS);
+        if let (Some(t), Some(own)) = (TIMED_FRAME.filter(|t| t.own_when_moved.is_none()), timed_own_ns(frame)) {
             TIMED_FRAME = Some(TimedFrame { own_when_moved: Some(own), ..t });
         }
     }
