@@ -44,6 +44,10 @@ pub struct InterpreterFrame {
     pub localsplus: [StackRef; 0],
 }
 
+/// Offset of `localsplus` in `_PyInterpreterFrame` (checked against the
+/// headers with the other offsets below).
+pub const FRAME_LOCALSPLUS: usize = core::mem::offset_of!(InterpreterFrame, localsplus);
+
 pub const FRAME_OWNED_BY_GENERATOR: i8 = 1;
 pub const FRAME_OWNED_BY_INTERPRETER: i8 = 3;
 pub const FRAME_OWNED_BY_CSTACK: i8 = 4;

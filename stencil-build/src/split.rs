@@ -205,10 +205,11 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
     // clang's conditional tail call to the continuation, with the rare path
     // that calls a helper (RESUME_CHECK's pending events) laid out after it.
     let uncond = insns.iter().position(|i| is_continue_jump(code, &holes, i.off, i.len));
-    let cond = insns.iter().position(|i| {
+    let is_cond = |i: &Insn| {
         matches!(i.kind, Kind::Branch { cc: Some(_), target } if target == end)
             || is_cond_continue_jump(code, &holes, i.off, i.len)
-    });
+    };
+    let cond = insns.iter().position(is_cond);
     // A stencil whose own code never continues (the continuation is in a
     // miss helper copied after it, or there is none) and whose common path
     // ends in a jump to the instruction's target (an unpacking that does
@@ -217,7 +218,20 @@ fn plan(s: &BuiltStencil) -> Option<Plan> {
         insns.iter().position(|i| i.off < s.home_len && is_jump_jump(code, &holes, i.off, i.len)).map(|j| (j + 1, false))
     };
     let (cut, inverted) = match (uncond, cond) {
-        (Some(u), Some(c)) if c < u && insns[c + 1..u].iter().any(|i| i.call) => (c + 1, true),
+        // A reference closed last is two such jumps, one instruction
+        // apart (`test; jne` past a tagged one, `decl; jne` past the free):
+        // the decrement stays on the common path.
+        (Some(u), Some(c)) if c < u && insns[c + 1..u].iter().any(|i| i.call) => {
+            let mut last = c;
+            while let Some(next) = insns.get(last + 2).filter(|_| last + 2 < u) {
+                let between = &insns[last + 1];
+                if !is_cond(next) || between.call || !matches!(between.kind, Kind::Opaque) || is_cond(between) {
+                    break;
+                }
+                last += 2;
+            }
+            (last + 1, true)
+        }
         (Some(u), _) if insns[u].off >= s.home_len && cond.is_none_or(|c| insns[c].off >= s.home_len) => {
             home_jump().unwrap_or((u + 1, false))
         }

@@ -18,7 +18,7 @@ EMBER_STENCIL(DEOPT_EXIT)
  * over here. */
 EMBER_STENCIL(LINE_CHECK)
 {
-    if (UNLIKELY(ember_line_version_changed(tstate, (uint32_t)OPERAND0_U32))) {
+    if (UNLIKELY(LINE_VERSION_CHANGED())) {
         DEOPT_HERE();
     }
     CONTINUE();
@@ -64,7 +64,7 @@ EMBER_STENCIL(NOP)
  * here (its RESUME instruments the code). */
 #define RESUME_BODY()                                                            \
     do {                                                                         \
-        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {             \
+        if (UNLIKELY(BREAKER_DIFFERS())) {             \
             if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {           \
                 DEOPT_HERE();                                                    \
             }                                                                    \
@@ -92,34 +92,34 @@ EMBER_STENCIL(RESUME_CHECK)
     CONTINUE();
 }
 
+/* The locals' stencils: OPERAND0 (and OPERAND1) are the locals' byte
+ * offsets in the frame (LOCAL0, LOCAL1 in ember_stencil.h). */
 EMBER_STENCIL(LOAD_FAST)
 {
-    stack_pointer[0] = PyStackRef_DUP(GETLOCAL(OPARG));
+    stack_pointer[0] = PyStackRef_DUP(LOCAL0);
     stack_pointer++;
     CONTINUE();
 }
 
 EMBER_STENCIL(LOAD_FAST_BORROW)
 {
-    stack_pointer[0] = PyStackRef_Borrow(GETLOCAL(OPARG));
+    stack_pointer[0] = PyStackRef_Borrow(LOCAL0);
     stack_pointer++;
     CONTINUE();
 }
 
 EMBER_STENCIL(LOAD_FAST_LOAD_FAST)
 {
-    int oparg = OPARG;
-    stack_pointer[0] = PyStackRef_DUP(GETLOCAL(oparg >> 4));
-    stack_pointer[1] = PyStackRef_DUP(GETLOCAL(oparg & 15));
+    stack_pointer[0] = PyStackRef_DUP(LOCAL0);
+    stack_pointer[1] = PyStackRef_DUP(LOCAL1);
     stack_pointer += 2;
     CONTINUE();
 }
 
 EMBER_STENCIL(LOAD_FAST_BORROW_LOAD_FAST_BORROW)
 {
-    int oparg = OPARG;
-    stack_pointer[0] = PyStackRef_Borrow(GETLOCAL(oparg >> 4));
-    stack_pointer[1] = PyStackRef_Borrow(GETLOCAL(oparg & 15));
+    stack_pointer[0] = PyStackRef_Borrow(LOCAL0);
+    stack_pointer[1] = PyStackRef_Borrow(LOCAL1);
     stack_pointer += 2;
     CONTINUE();
 }
@@ -142,18 +142,16 @@ EMBER_STENCIL(LOAD_FAST_CHECK)
 
 EMBER_STENCIL(LOAD_FAST_AND_CLEAR)
 {
-    int oparg = OPARG;
-    stack_pointer[0] = GETLOCAL(oparg);
-    GETLOCAL(oparg) = PyStackRef_NULL;
+    stack_pointer[0] = LOCAL0;
+    SET_LOCAL0(PyStackRef_NULL);
     stack_pointer++;
     CONTINUE();
 }
 
 EMBER_STENCIL(STORE_FAST)
 {
-    int oparg = OPARG;
-    _PyStackRef old = GETLOCAL(oparg);
-    GETLOCAL(oparg) = stack_pointer[-1];
+    _PyStackRef old = LOCAL0;
+    SET_LOCAL0(stack_pointer[-1]);
     stack_pointer--;
     if (!PyStackRef_IsNull(old)) {
         CLOSE_ESCAPING(old);
@@ -163,10 +161,9 @@ EMBER_STENCIL(STORE_FAST)
 
 EMBER_STENCIL(STORE_FAST_LOAD_FAST)
 {
-    int oparg = OPARG;
-    _PyStackRef old = GETLOCAL(oparg >> 4);
-    GETLOCAL(oparg >> 4) = stack_pointer[-1];
-    stack_pointer[-1] = PyStackRef_DUP(GETLOCAL(oparg & 15));
+    _PyStackRef old = LOCAL0;
+    SET_LOCAL0(stack_pointer[-1]);
+    stack_pointer[-1] = PyStackRef_DUP(LOCAL1);
     if (!PyStackRef_IsNull(old)) {
         CLOSE_ESCAPING(old);
     }
@@ -175,15 +172,14 @@ EMBER_STENCIL(STORE_FAST_LOAD_FAST)
 
 EMBER_STENCIL(STORE_FAST_STORE_FAST)
 {
-    int oparg = OPARG;
-    _PyStackRef old1 = GETLOCAL(oparg >> 4);
-    GETLOCAL(oparg >> 4) = stack_pointer[-1];
+    _PyStackRef old1 = LOCAL0;
+    SET_LOCAL0(stack_pointer[-1]);
     stack_pointer--;
     if (!PyStackRef_IsNull(old1)) {
         CLOSE_ESCAPING(old1);
     }
-    _PyStackRef old2 = GETLOCAL(oparg & 15);
-    GETLOCAL(oparg & 15) = stack_pointer[-1];
+    _PyStackRef old2 = LOCAL1;
+    SET_LOCAL1(stack_pointer[-1]);
     stack_pointer--;
     if (!PyStackRef_IsNull(old2)) {
         CLOSE_ESCAPING(old2);
@@ -287,7 +283,7 @@ EMBER_STENCIL(JUMP_FORWARD)
  * has made of it (CPython's JIT off), has its own stencil without that. */
 #define JUMP_BACKWARD_BODY()                                                     \
     do {                                                                         \
-        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {             \
+        if (UNLIKELY(BREAKER_DIFFERS())) {             \
             if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {           \
                 frame->instr_ptr = NEXT_INSTR - OPARG;                           \
                 DEOPT();                                                         \

@@ -156,10 +156,16 @@ ember_new_ref(PyObject *obj)
  * deallocation being the only way the close can leave compiled code. The
  * common path (a reference that stays alive, or a tagged one) stores
  * nothing. */
+/* In a release build the decrement is the common path's (see CLOSE_EXACT). */
+#ifdef Py_REF_DEBUG
+#  define EMBER_LIKELY_OWNED(x) (x)
+#else
+#  define EMBER_LIKELY_OWNED(x) __builtin_expect(!!(x), 1)
+#endif
 #define CLOSE_ESCAPING(REF)                                                      \
     do {                                                                         \
         _PyStackRef ref_ = (REF);                                                \
-        if (PyStackRef_RefcountOnObject(ref_)) {                                 \
+        if (EMBER_LIKELY_OWNED(PyStackRef_RefcountOnObject(ref_))) {             \
             DECREF_MORTAL_THEN(BITS_TO_PTR(ref_), ESCAPE());                     \
         }                                                                        \
     } while (0)
@@ -169,6 +175,7 @@ ember_new_ref(PyObject *obj)
  * type's own deallocator, not through _Py_Dealloc's generic path, which
  * runs no code of the program: no frame state to store, and the
  * deallocation kept off the common path. */
+#ifdef Py_REF_DEBUG
 #define CLOSE_EXACT(REF, DEALLOC)                                                \
     do {                                                                         \
         _PyStackRef ref_ = (REF);                                                \
@@ -182,6 +189,22 @@ ember_new_ref(PyObject *obj)
             }                                                                    \
         }                                                                        \
     } while (0)
+#else
+/* One decrement in memory and a branch on its result (`decl; je` on
+ * x86-64): testing for 1 first costs three more instructions on the
+ * common path. */
+#define CLOSE_EXACT(REF, DEALLOC)                                                \
+    do {                                                                         \
+        _PyStackRef ref_ = (REF);                                                \
+        if (LIKELY(PyStackRef_RefcountOnObject(ref_))) {                                 \
+            PyObject *o_ = BITS_TO_PTR(ref_);                                    \
+            if (UNLIKELY(--o_->ob_refcnt == 0)) {                                \
+                _PyReftracerTrack(o_, PyRefTracer_DESTROY);                      \
+                DEALLOC(o_);                                                     \
+            }                                                                    \
+        }                                                                        \
+    } while (0)
+#endif
 
 /* (container, index -- item) for an item found without a call: a new
  * reference to ITEM_O replaces both inputs; the index, an exact int, is
@@ -208,7 +231,9 @@ ember_new_ref(PyObject *obj)
     } while (0)
 /* Py_DECREF_MORTAL(OBJ) of a mortal object, BEFORE_FREE done first when
  * the object is about to be freed (the rare path, through
- * ember_decref_last); otherwise a plain decrement. */
+ * ember_decref_last, or ember_dealloc_zero once the count is 0); otherwise
+ * a plain decrement. */
+#ifdef Py_REF_DEBUG
 #define DECREF_MORTAL_THEN(OBJ, BEFORE_FREE)                                     \
     do {                                                                         \
         PyObject *o_ = (OBJ);                                                    \
@@ -220,6 +245,16 @@ ember_new_ref(PyObject *obj)
             EMBER_DECREF_ALIVE(o_);                                              \
         }                                                                        \
     } while (0)
+#else
+#define DECREF_MORTAL_THEN(OBJ, BEFORE_FREE)                                     \
+    do {                                                                         \
+        PyObject *o_ = (OBJ);                                                    \
+        if (UNLIKELY(--o_->ob_refcnt == 0)) {                                    \
+            BEFORE_FREE;                                                         \
+            ember_dealloc_zero(o_);                                              \
+        }                                                                        \
+    } while (0)
+#endif
 /* A decref that leaves the object alive (a debug build keeps its count of
  * references). */
 #ifdef Py_REF_DEBUG
@@ -229,6 +264,60 @@ ember_new_ref(PyObject *obj)
 #endif
 
 #define GETLOCAL(i) (frame->localsplus[(i)])
+/* The locals' own stencils (core.c: LOAD_FAST*, STORE_FAST*) get the
+ * local's byte offset in the frame as OPERAND0 (and the second local's as
+ * OPERAND1; tier1/src/operands.rs, Class::Locals). On x86-64 the offset is
+ * the load's or store's displacement (R_X86_64_32S): one instruction where
+ * an oparg needs an index register loaded first, and for the pairs a shift
+ * and a mask as well. The "m" operand tells clang which memory the asm
+ * reads or writes: the frame. */
+typedef struct { char bytes[1 << 16]; } ember_memory;
+/* Tests of a 32-bit value against a hole, and loads at a hole's offset from
+ * an object, the same way: on x86-64 the hole is the instruction's
+ * immediate (R_X86_64_32) or displacement (R_X86_64_32S) rather than a
+ * register loaded with it first. */
+#if defined(__x86_64__)
+#define EMBER_EQ_HOLE32(V, SYM)                                                  \
+    ({                                                                           \
+        int eq_;                                                                 \
+        __asm__("cmpl $%c2, %k1" : "=@cce"(eq_) : "r"((uint32_t)(V)), "i"(SYM)); \
+        eq_;                                                                     \
+    })
+#define EMBER_LOAD_AT_HOLE32(BASE, SYM)                                          \
+    ({                                                                           \
+        PyObject *v_;                                                            \
+        __asm__("movq %c1(%2), %0"                                              \
+                : "=r"(v_)                                                       \
+                : "i"(SYM), "r"(BASE), "m"(*(const ember_memory *)(BASE)));      \
+        v_;                                                                      \
+    })
+#else
+#define EMBER_EQ_HOLE32(V, SYM) ((uint32_t)(V) == (uint32_t)ember_hole32(SYM))
+#define EMBER_LOAD_AT_HOLE32(BASE, SYM) (*(PyObject **)((char *)(BASE) + ember_hole32(SYM)))
+#endif
+#define EQ_OPERAND0_U32(V) EMBER_EQ_HOLE32(V, _EMBER_OPERAND0_U32)
+#define LOAD_AT_OPERAND1_U32(BASE) EMBER_LOAD_AT_HOLE32(BASE, _EMBER_OPERAND1_U32)
+#if defined(__x86_64__)
+#define LOCAL_AT(SYM)                                                            \
+    ({                                                                           \
+        _PyStackRef v_;                                                          \
+        __asm__("movq %c1(%2), %0"                                              \
+                : "=r"(v_.bits)                                                  \
+                : "i"(SYM), "r"(frame), "m"(*(const ember_memory *)frame)); \
+        v_;                                                                      \
+    })
+#define SET_LOCAL_AT(SYM, REF)                                                   \
+    __asm__ __volatile__("movq %1, %c2(%3)"                                                  \
+            : "+m"(*(ember_memory *)frame)                                 \
+            : "r"((REF).bits), "i"(SYM), "r"(frame))
+#else
+#define LOCAL_AT(SYM) (*(_PyStackRef *)((char *)frame + ember_hole32(SYM)))
+#define SET_LOCAL_AT(SYM, REF) (*(_PyStackRef *)((char *)frame + ember_hole32(SYM)) = (REF))
+#endif
+#define LOCAL0 LOCAL_AT(_EMBER_OPERAND0_U32)
+#define LOCAL1 LOCAL_AT(_EMBER_OPERAND1_U32)
+#define SET_LOCAL0(REF) SET_LOCAL_AT(_EMBER_OPERAND0_U32, REF)
+#define SET_LOCAL1(REF) SET_LOCAL_AT(_EMBER_OPERAND1_U32, REF)
 #define BORROW(ref) PyStackRef_AsPyObjectBorrow(ref)
 #define CODE() ((PyCodeObject *)PyStackRef_AsPyObjectBorrow(frame->f_executable))
 
@@ -305,6 +394,8 @@ int ember_handle_pending(PyThreadState *tstate);
  * _Py_Dealloc: a local overwritten in a loop of arithmetic frees one each
  * time. */
 void ember_decref_last(PyObject *o);
+/* The same for an object whose count has just dropped to 0. */
+void ember_dealloc_zero(PyObject *o);
 /* The UNPACK_SEQUENCE*__STORES stencils' unpacking and stores (tier1/csrc/containers.c). */
 _PyStackRef *ember_unpack_stores(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, uint64_t locals, int n,
                                  _Py_CODEUNIT *this_instr);
@@ -476,5 +567,26 @@ ember_line_version_changed(PyThreadState *tstate, uint32_t version_shr8)
     memcpy(&v, (const char *)&tstate->eval_breaker + 1, sizeof v);
     return v != version_shr8;
 }
+
+/* The two tests against OPERAND0 (the version, for BREAKER_DIFFERS; the
+ * version >> 8, for LINE_VERSION_CHANGED), as every stencil makes them. On
+ * x86-64 a compare of memory with the hole as immediate (R_X86_64_32): one
+ * instruction where the value would be loaded into a register first. The
+ * eval breaker's bits 32 and up are zero (see above), so comparing its low
+ * 32 bits with the version is the whole comparison. */
+#if defined(__x86_64__)
+#define EMBER_CMP_NE_OPERAND0(MEM)                                               \
+    ({                                                                           \
+        int ne_;                                                                 \
+        __asm__("cmpl $%c2, %1" : "=@ccne"(ne_) : "m"(MEM), "i"(_EMBER_OPERAND0_U32)); \
+        ne_;                                                                     \
+    })
+#define BREAKER_DIFFERS() EMBER_CMP_NE_OPERAND0(*(const volatile uint32_t *)&tstate->eval_breaker)
+#define LINE_VERSION_CHANGED()                                                   \
+    EMBER_CMP_NE_OPERAND0(*(const volatile uint32_t *)((const char *)&tstate->eval_breaker + 1))
+#else
+#define BREAKER_DIFFERS() ember_breaker_differs(tstate, OPERAND0_U32)
+#define LINE_VERSION_CHANGED() ember_line_version_changed(tstate, (uint32_t)OPERAND0_U32)
+#endif
 
 #endif /* EMBER_STENCIL_H */

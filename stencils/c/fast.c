@@ -263,7 +263,7 @@ EMBER_STENCIL(LOAD_ATTR_METHOD_WITH_VALUES)
 EMBER_STENCIL(LOAD_ATTR_METHOD_NO_DICT)
 {
     PyObject *owner_o = BORROW(stack_pointer[-1]);
-    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == (uint32_t)OPERAND0_U32)) {
+    if (LIKELY(EQ_OPERAND0_U32(Py_TYPE(owner_o)->tp_version_tag))) {
         LOAD_ATTR_METHOD_RESULT((PyObject *)OPERAND1);
     }
     LOAD_ATTR_GENERIC();
@@ -303,7 +303,7 @@ EMBER_STENCIL(LOAD_ATTR_NONDESCRIPTOR_WITH_VALUES)
 EMBER_STENCIL(LOAD_ATTR_NONDESCRIPTOR_NO_DICT)
 {
     PyObject *owner_o = BORROW(stack_pointer[-1]);
-    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == (uint32_t)OPERAND0_U32)) {
+    if (LIKELY(EQ_OPERAND0_U32(Py_TYPE(owner_o)->tp_version_tag))) {
         LOAD_ATTR_RESULT((PyObject *)OPERAND1);
     }
     LOAD_ATTR_GENERIC();
@@ -353,6 +353,20 @@ versioned_entry(PyObject *dict, uint32_t version, uintptr_t index)
     }
     PyDictKeysObject *keys = ((PyDictObject *)dict)->ma_keys;
     if (keys->dk_version != version) {
+        return NULL;
+    }
+    return DK_UNICODE_ENTRIES(keys)[index].me_value;
+}
+
+/* The same with OPERAND0 as the version. */
+static inline __attribute__((always_inline)) PyObject *
+versioned_entry_operand0(PyObject *dict, uintptr_t index)
+{
+    if (!PyDict_CheckExact(dict)) {
+        return NULL;
+    }
+    PyDictKeysObject *keys = ((PyDictObject *)dict)->ma_keys;
+    if (!EQ_OPERAND0_U32(keys->dk_version)) {
         return NULL;
     }
     return DK_UNICODE_ENTRIES(keys)[index].me_value;
@@ -422,7 +436,7 @@ EMBER_STENCIL(STORE_ATTR_INSTANCE_VALUE)
     PyObject *owner_o = BORROW(owner);
     unsigned int version = Py_TYPE(owner_o)->tp_version_tag;
     uintptr_t offset = OPERAND1_U32;
-    if (UNLIKELY(version != (uint32_t)OPERAND0_U32)) {
+    if (UNLIKELY(!EQ_OPERAND0_U32(version))) {
         offset = attr_pic_offset(SITE, THIS_INSTR, version, EMBER_OP_STORE_ATTR_INSTANCE_VALUE);
         if (offset == 0) {
             STORE_ATTR_GENERIC();
@@ -448,7 +462,7 @@ EMBER_STENCIL(STORE_ATTR_SLOT)
 {
     _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
     PyObject *owner_o = BORROW(owner);
-    if (LIKELY(Py_TYPE(owner_o)->tp_version_tag == (uint32_t)OPERAND0_U32)) {
+    if (LIKELY(EQ_OPERAND0_U32(Py_TYPE(owner_o)->tp_version_tag))) {
         PyObject **slot = (PyObject **)((char *)owner_o + OPERAND1_U32);
         PyObject *old = *slot;
         *slot = PyStackRef_AsPyObjectSteal(value);
@@ -759,7 +773,7 @@ EMBER_STENCIL(STORE_SUBSCR_DICT)
  * compiled for. */
 #define CALL_CHECK_PERIODIC()                                                  \
     do {                                                                       \
-        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {           \
+        if (UNLIKELY(BREAKER_DIFFERS())) {           \
             if (ember_instrumentation_changed(tstate, OPERAND0_U32)) {         \
                 frame->instr_ptr = NEXT_INSTR;                                 \
                 DEOPT();                                                       \

@@ -36,7 +36,7 @@ int ember_name_annotate(PyObject *func, PyObject *annotate);
  * OPERAND0: the instrumentation version compiled for. */
 #define NAMES_AFTER_CALL()                                             \
     do {                                                               \
-        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {   \
+        if (UNLIKELY(BREAKER_DIFFERS())) {   \
             if (ember_instrumentation_changed(tstate, OPERAND0_U32)) { \
                 frame->instr_ptr = NEXT_INSTR;                         \
                 DEOPT();                                               \

@@ -487,7 +487,7 @@ EMBER_STENCIL(POP_ITER)
  * OPERAND0: the instrumentation version compiled for. */
 #define AFTER_CALL()                                                   \
     do {                                                               \
-        if (UNLIKELY(ember_breaker_differs(tstate, OPERAND0_U32))) {   \
+        if (UNLIKELY(BREAKER_DIFFERS())) {   \
             if (ember_instrumentation_changed(tstate, OPERAND0_U32)) { \
                 frame->instr_ptr = NEXT_INSTR;                         \
                 DEOPT();                                               \

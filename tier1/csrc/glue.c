@@ -60,6 +60,23 @@ ember_decref_last(PyObject *o)
     }
 }
 
+void
+ember_dealloc_zero(PyObject *o)
+{
+    PyTypeObject *type = Py_TYPE(o);
+    if (type == &PyFloat_Type) {
+        _PyReftracerTrack(o, PyRefTracer_DESTROY);
+        _PyFloat_ExactDealloc(o);
+    }
+    else if (type == &PyLong_Type) {
+        _PyReftracerTrack(o, PyRefTracer_DESTROY);
+        _PyLong_ExactDealloc(o);
+    }
+    else {
+        _Py_Dealloc(o);
+    }
+}
+
 /* The eval breaker's pending work, at a back-edge of compiled code: -1 on
  * an error, 1 if the frame must go on in the interpreter because events
  * are now set on its code alone (a hand-off: its compiled code does not

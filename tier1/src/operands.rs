@@ -28,6 +28,12 @@ pub enum Class {
     /// Names for error messages: `co_localsplusnames[oparg]`
     /// (LOAD_FAST_CHECK, DELETE_FAST, LOAD_FROM_DICT_OR_DEREF).
     LocalName,
+    /// The locals' own stencils (core.c: LOAD_FAST, LOAD_FAST_BORROW,
+    /// LOAD_FAST_AND_CLEAR, STORE_FAST, and the pairs): the byte offset of
+    /// the local in the frame, of the second local's in OPERAND1 for pairs
+    /// (`oparg >> 4` and `oparg & 15`).
+    Local,
+    LocalPair,
     LoadConst,
     LoadSmallInt,
     /// BINARY_OP: `_PyEval_BinaryOps[oparg]`; OPERAND1 of
@@ -130,6 +136,9 @@ impl Class {
             "CALL" => Class::Call,
             "JUMP_BACKWARD" => Class::JumpBackward,
             "LOAD_FAST_CHECK" | "DELETE_FAST" | "LOAD_FROM_DICT_OR_DEREF" => Class::LocalName,
+            "LOAD_FAST" | "LOAD_FAST_BORROW" | "LOAD_FAST_AND_CLEAR" | "STORE_FAST" => Class::Local,
+            "LOAD_FAST_LOAD_FAST" | "LOAD_FAST_BORROW_LOAD_FAST_BORROW" | "STORE_FAST_LOAD_FAST"
+            | "STORE_FAST_STORE_FAST" => Class::LocalPair,
             "LOAD_CONST" => Class::LoadConst,
             "LOAD_SMALL_INT" => Class::LoadSmallInt,
             "BINARY_OP" => Class::BinaryOp,
@@ -214,6 +223,8 @@ pub fn operands(
         Class::Call => (version, cache_u32(instr, info, 1).map(u64::from)),
         Class::JumpBackward => (version, Some(info.back_edge_counter)),
         Class::LocalName => (Some(item(oparg, info.localsplusnames)?), None),
+        Class::Local => (Some(local_offset(oparg)), None),
+        Class::LocalPair => (Some(local_offset(oparg >> 4)), Some(local_offset(oparg & 15))),
         Class::LoadConst => (Some(item(oparg, info.consts)?), None),
         Class::LoadSmallInt => {
             (Some(resolver.small_int(oparg).ok_or_else(|| Refusal::Malformed("small int".into()))?), None)
@@ -240,6 +251,12 @@ pub fn operands(
         }
         Class::Fast(kind) => fast_operands(instr, kind, info)?,
     })
+}
+
+/// The byte offset of `localsplus[index]` in an interpreter frame.
+#[inline]
+fn local_offset(index: u32) -> u64 {
+    (ember_pyabi::current::FRAME_LOCALSPLUS + 8 * index as usize) as u64
 }
 
 /// The local a `BINARY_OP_INPLACE_ADD_UNICODE` stores to: the oparg of the

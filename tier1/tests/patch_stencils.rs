@@ -260,9 +260,16 @@ fn check_x86(stencil: &Stencil, code: &[u8], layout: &Layout, patched: &[Patched
                 }
             }
             RelocKind::X86_64_32 | RelocKind::X86_64_32S => {
+                // An immediate, or (32S: a local's offset in the frame) a
+                // memory operand's displacement.
                 let imm = (0..insn.op_count())
                     .find(|&i| matches!(insn.op_kind(i), OpKind::Immediate32 | OpKind::Immediate32to64))
-                    .map(|i| insn.immediate(i) & 0xffff_ffff);
+                    .map(|i| insn.immediate(i) & 0xffff_ffff)
+                    .or_else(|| {
+                        ((0..insn.op_count()).any(|i| insn.op_kind(i) == OpKind::Memory)
+                            && p.hole.kind == RelocKind::X86_64_32S)
+                            .then(|| insn.memory_displacement64() & 0xffff_ffff)
+                    });
                 assert_eq!(imm, Some(p.value), "{}: {:?}", stencil.name, p.hole);
             }
             other => panic!("{}: {other:?} in x86-64 code", stencil.name),
