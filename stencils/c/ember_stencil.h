@@ -396,6 +396,10 @@ int ember_handle_pending(PyThreadState *tstate);
 void ember_decref_last(PyObject *o);
 /* The same for an object whose count has just dropped to 0. */
 void ember_dealloc_zero(PyObject *o);
+/* What the interpreter would cache for a method load at a type (tier1/csrc/fast.c). */
+int ember_method_with_values_entry(_PyInterpreterFrame *frame, PyObject *owner, int oparg, uint32_t version,
+                                   uint32_t *keys_version, PyObject **descr);
+uint32_t ember_instance_value_offset(_PyInterpreterFrame *frame, PyObject *owner, int oparg, uint32_t version);
 /* The UNPACK_SEQUENCE*__STORES stencils' unpacking and stores (tier1/csrc/containers.c). */
 _PyStackRef *ember_unpack_stores(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, uint64_t locals, int n,
                                  _Py_CODEUNIT *this_instr);

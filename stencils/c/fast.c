@@ -242,10 +242,15 @@ EMBER_STENCIL(LOAD_ATTR_METHOD_WITH_VALUES)
         if (e == NULL) {
             /* Live cache: type version at 1, keys version at 3, descriptor at 5. */
             const _Py_CODEUNIT *instr = THIS_INSTR;
-            if (version != live_type_version(instr, EMBER_OP_LOAD_ATTR_METHOD_WITH_VALUES)) {
+            ember_method_entry entry = {version, 0, NULL};
+            if (version == live_type_version(instr, EMBER_OP_LOAD_ATTR_METHOD_WITH_VALUES)) {
+                entry.keys_version = live_u32(instr, 3);
+                entry.descr = (PyObject *)(uintptr_t)live_u64(instr, 5);
+            }
+            else if (!ember_method_with_values_entry(frame, owner_o, OPARG, version, &entry.keys_version,
+                                                     &entry.descr)) {
                 LOAD_ATTR_GENERIC();
             }
-            ember_method_entry entry = {version, live_u32(instr, 3), (PyObject *)(uintptr_t)live_u64(instr, 5)};
             PIC_ADD(pic, entry);
             e = &pic->e[0];
         }

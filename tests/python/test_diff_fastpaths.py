@@ -295,6 +295,67 @@ def test_polymorphic_attribute_sites():
     assert "AttributeError: 'A' object has no attribute 'v'" in out.stdout
 
 
+def test_sites_learning_types_in_a_running_loop():
+    # A loop that keeps running compiled meets more classes than the
+    # interpreter's inline cache has held: its attribute and method sites
+    # learn them from what the specialiser would cache (tier1/csrc/fast.c).
+    # Among them classes whose loads must stay generic (a property, a
+    # staticmethod, __getattr__, __slots__, an instance attribute shadowing
+    # the method), and classes changed between calls.
+    out = check("""
+        class Base:
+            def __init__(self, v): self.v = v
+            def m(self): return ("Base.m", self.v)
+        class P1(Base): pass
+        class P2(Base):
+            def m(self): return ("P2.m", self.v)
+        class P3(Base):
+            def __init__(self, v): self.pad = 1; self.v = v
+        class P4(P3): pass
+        class Prop(Base):
+            def __init__(self, v): self.w = v
+            v = property(lambda self: "Prop.v")
+            m = staticmethod(lambda: ("static m",))
+        class GetAttr(Base):
+            def __getattr__(self, name): return ("getattr", name)
+        class Slots:
+            __slots__ = ("v",)
+            def __init__(self, v): self.v = v
+            def m(self): return ("Slots.m", self.v)
+        class Shadow(Base):
+            def __init__(self, v):
+                self.v = v
+                self.m = lambda: ("instance m", v)
+
+        def loop(objs, n):
+            out = []
+            for i in range(n):
+                o = objs[i % len(objs)]
+                out.append((o.v, o.m()))
+            return out
+
+        objs = [Base(0), P1(1), P2(2), P3(3), P4(4), Prop(5), GetAttr(6), Slots(7), Shadow(8)]
+        for k in range(14):
+            r = loop(objs, 3 * len(objs))
+            if k == 11:
+                old_m = P2.m
+                P2.m = lambda self: ("P2 new m", self.v)
+                P3.v = property(lambda self: "P3.v property")
+                objs[0].m = lambda: "Base instance m"
+            if k >= 10:
+                print(k, r[:len(objs)])
+        print(objs[6].missing)
+        p = P1(1)
+        del p.v
+        try:
+            loop([Base(2), p], 4)
+        except AttributeError as e:
+            print("AttributeError", e)
+    """, {"loop": {"LOAD_ATTR_METHOD_WITH_VALUES"}}, eager=False)
+    assert "('P2 new m', 2)" in out.stdout and "P3.v property" in out.stdout
+    assert "Base instance m" in out.stdout and "('getattr', 'missing')" in out.stdout
+
+
 def test_load_attr_class_and_nondescriptor():
     out = check("""
         class Meta(type):

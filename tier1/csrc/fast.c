@@ -4,11 +4,124 @@
  * helper that consumes stack items lowers frame->stackpointer before
  * closing any of them. */
 #include "../../stencils/c/ember_stencil.h"
+#include "pycore_dict.h"
 
 static inline PyObject *
 name_at(_PyInterpreterFrame *frame, int i)
 {
     return PyTuple_GET_ITEM(_PyFrame_GetCode(frame)->co_names, i);
+}
+
+/* The index of `name` in a type's shared keys, -2 if it is not there, -1
+ * on an error (none is possible for a str name with a cached hash). */
+static Py_ssize_t
+shared_key_index(PyDictKeysObject *keys, PyObject *name)
+{
+    PyDictUnicodeEntry *entries = DK_UNICODE_ENTRIES(keys);
+    Py_hash_t hash = PyObject_Hash(name);
+    if (hash == -1) {
+        PyErr_Clear();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < keys->dk_nentries; i++) {
+        PyObject *key = entries[i].me_key;
+        if (key == name || (key != NULL && PyObject_Hash(key) == hash && PyUnicode_Compare(key, name) == 0)) {
+            return i;
+        }
+    }
+    return -2;
+}
+
+/* What the interpreter's specialiser would cache for LOAD_ATTR (with a
+ * method load's oparg) at `owner` now if it made it LOAD_ATTR_METHOD_WITH_VALUES
+ * (Python/specialize.c: analyze_descriptor_load's METHOD,
+ * instance_has_key, specialize_attr_loadclassattr): a method found on a
+ * type with inline values, generic attribute lookup, and no instance
+ * attribute of that name in the type's shared keys (whose version says so
+ * later). 1 with *keys_version and *descr set, else 0. The stencil's
+ * guards are the interpreter's: the type version, valid inline values, the
+ * shared keys' version. A polymorphic site in a frame that stays in
+ * compiled code learns its other types here rather than only from the
+ * interpreter's inline cache, which holds one type at a time and which
+ * that frame's running never updates. */
+int
+ember_method_with_values_entry(_PyInterpreterFrame *frame, PyObject *owner, int oparg, uint32_t version,
+                               uint32_t *keys_version, PyObject **descr)
+{
+    PyTypeObject *tp = Py_TYPE(owner);
+    if (version == 0 || tp->tp_version_tag != version
+        || (tp->tp_flags & (Py_TPFLAGS_INLINE_VALUES | Py_TPFLAGS_MANAGED_DICT))
+               != (Py_TPFLAGS_INLINE_VALUES | Py_TPFLAGS_MANAGED_DICT)
+        || tp->tp_getattro != PyObject_GenericGetAttr) {
+        return 0;
+    }
+    PyObject *name = name_at(frame, oparg >> 1);
+    PyObject *d = _PyType_Lookup(tp, name);
+    if (d == NULL || tp->tp_version_tag != version) {
+        return 0;
+    }
+    /* classify_descriptor's METHOD. */
+    PyTypeObject *d_type = Py_TYPE(d);
+    if (!(d_type->tp_flags & Py_TPFLAGS_IMMUTABLETYPE) || d_type->tp_descr_set != NULL || d_type->tp_descr_get == NULL
+        || !(d_type->tp_flags & Py_TPFLAGS_METHOD_DESCRIPTOR)) {
+        return 0;
+    }
+    PyDictKeysObject *keys = ((PyHeapTypeObject *)tp)->ht_cached_keys;
+    if (keys == NULL || keys->dk_version == 0 || keys->dk_kind != DICT_KEYS_SPLIT
+        || shared_key_index(keys, name) != -2) {
+        return 0;
+    }
+    *keys_version = keys->dk_version;
+    *descr = d;
+    return 1;
+}
+
+/* The byte offset from an instance of its inline value `name` where the
+ * interpreter's specialiser would make LOAD_ATTR (not a method load)
+ * LOAD_ATTR_INSTANCE_VALUE for the owner's type now (specialize.c:
+ * do_specialize_instance_load_attr, specialize_dict_access_inline): generic
+ * attribute lookup, no data descriptor (nor any the specialiser does not
+ * let an instance value shadow) of that name on the type, the name in the
+ * type's shared keys; else 0. The stencil's guards are the interpreter's:
+ * the type version and valid inline values. The same use as
+ * ember_method_with_values_entry. */
+uint32_t
+ember_instance_value_offset(_PyInterpreterFrame *frame, PyObject *owner, int oparg, uint32_t version)
+{
+    PyTypeObject *tp = Py_TYPE(owner);
+    if (version == 0 || tp->tp_version_tag != version
+        || (tp->tp_flags & (Py_TPFLAGS_INLINE_VALUES | Py_TPFLAGS_MANAGED_DICT))
+               != (Py_TPFLAGS_INLINE_VALUES | Py_TPFLAGS_MANAGED_DICT)
+        || tp->tp_getattro != PyObject_GenericGetAttr || (oparg & 1)) {
+        return 0;
+    }
+    PyObject *name = name_at(frame, oparg >> 1);
+    if (PyUnicode_CompareWithASCIIString(name, "__class__") == 0) {
+        return 0;
+    }
+    PyObject *d = _PyType_Lookup(tp, name);
+    if (tp->tp_version_tag != version) {
+        return 0;
+    }
+    if (d != NULL) {
+        /* classify_descriptor: an instance value shadows a method or a
+         * plain class attribute (METHOD, NON_DESCRIPTOR). */
+        PyTypeObject *d_type = Py_TYPE(d);
+        if (!(d_type->tp_flags & Py_TPFLAGS_IMMUTABLETYPE) || d_type->tp_descr_set != NULL
+            || (d_type->tp_descr_get != NULL && !(d_type->tp_flags & Py_TPFLAGS_METHOD_DESCRIPTOR))) {
+            return 0;
+        }
+    }
+    PyDictKeysObject *keys = ((PyHeapTypeObject *)tp)->ht_cached_keys;
+    if (keys == NULL || keys->dk_kind != DICT_KEYS_SPLIT) {
+        return 0;
+    }
+    Py_ssize_t index = shared_key_index(keys, name);
+    if (index < 0) {
+        return 0;
+    }
+    Py_ssize_t offset = (char *)&_PyObject_InlineValues(owner)->values[index] - (char *)owner;
+    return offset == (uint16_t)offset ? (uint32_t)offset : 0;
 }
 
 /* LOAD_ATTR: (owner -- attr, self_or_null if oparg & 1). */
