@@ -247,9 +247,14 @@ EMBER_STENCIL(LOAD_ATTR_METHOD_WITH_VALUES)
                 entry.keys_version = live_u32(instr, 3);
                 entry.descr = (PyObject *)(uintptr_t)live_u64(instr, 5);
             }
-            else if (!ember_method_with_values_entry(frame, owner_o, OPARG, version, &entry.keys_version,
-                                                     &entry.descr)) {
-                LOAD_ATTR_GENERIC();
+            else {
+                /* A lookup in the class's MRO (whose dicts could hold keys
+                 * with Python __eq__), as where the interpreter specialises. */
+                ESCAPE();
+                if (!ember_method_with_values_entry(frame, owner_o, OPARG, version, &entry.keys_version,
+                                                    &entry.descr)) {
+                    LOAD_ATTR_GENERIC();
+                }
             }
             PIC_ADD(pic, entry);
             e = &pic->e[0];
