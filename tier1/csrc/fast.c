@@ -32,13 +32,30 @@ shared_key_index(PyDictKeysObject *keys, PyObject *name)
     return -2;
 }
 
+/* The shared keys' version, assigned now if they have none, as
+ * _PyDictKeys_GetVersionForCurrentState (not exported) does where the
+ * specialiser asks for one; 0 once the interpreter's versions run out. */
+static uint32_t
+keys_version_for_current_state(PyDictKeysObject *keys)
+{
+    if (keys->dk_version != 0) {
+        return keys->dk_version;
+    }
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    if (interp->dict_state.next_keys_version == 0) {
+        return 0;
+    }
+    keys->dk_version = interp->dict_state.next_keys_version++;
+    return keys->dk_version;
+}
+
 /* What the interpreter's specialiser would cache for LOAD_ATTR (with a
  * method load's oparg) at `owner` now if it made it LOAD_ATTR_METHOD_WITH_VALUES
  * (Python/specialize.c: analyze_descriptor_load's METHOD,
  * instance_has_key, specialize_attr_loadclassattr): a method found on a
  * type with inline values, generic attribute lookup, and no instance
- * attribute of that name in the type's shared keys (whose version says so
- * later). 1 with *keys_version and *descr set, else 0. The stencil's
+ * attribute of that name in the type's shared keys (whose version, assigned
+ * if they have none, says so later). 1 with *keys_version and *descr set, else 0. The stencil's
  * guards are the interpreter's: the type version, valid inline values, the
  * shared keys' version. A polymorphic site in a frame that stays in
  * compiled code learns its other types here rather than only from the
@@ -67,11 +84,14 @@ ember_method_with_values_entry(_PyInterpreterFrame *frame, PyObject *owner, int 
         return 0;
     }
     PyDictKeysObject *keys = ((PyHeapTypeObject *)tp)->ht_cached_keys;
-    if (keys == NULL || keys->dk_version == 0 || keys->dk_kind != DICT_KEYS_SPLIT
-        || shared_key_index(keys, name) != -2) {
+    if (keys == NULL || keys->dk_kind != DICT_KEYS_SPLIT || shared_key_index(keys, name) != -2) {
         return 0;
     }
-    *keys_version = keys->dk_version;
+    uint32_t v = keys_version_for_current_state(keys);
+    if (v == 0) {
+        return 0;
+    }
+    *keys_version = v;
     *descr = d;
     return 1;
 }
