@@ -49,6 +49,50 @@ keys_version_for_current_state(PyDictKeysObject *keys)
     return keys->dk_version;
 }
 
+/* Specialize.c's classify_descriptor, as far as the two entries below
+ * need it: what `descr` (the class attribute, or NULL) is. */
+enum { CLASS_ATTR_ABSENT, CLASS_ATTR_METHOD, CLASS_ATTR_PLAIN, CLASS_ATTR_OTHER };
+
+static int
+classify_class_attr(PyObject *descr)
+{
+    if (descr == NULL) {
+        return CLASS_ATTR_ABSENT;
+    }
+    PyTypeObject *t = Py_TYPE(descr);
+    if (!(t->tp_flags & Py_TPFLAGS_IMMUTABLETYPE) || t->tp_descr_set != NULL) {
+        return CLASS_ATTR_OTHER;
+    }
+    if (t->tp_descr_get != NULL) {
+        return (t->tp_flags & Py_TPFLAGS_METHOD_DESCRIPTOR) ? CLASS_ATTR_METHOD : CLASS_ATTR_OTHER;
+    }
+    return CLASS_ATTR_PLAIN;
+}
+
+/* What both entries start from: the owner's type still at `version`,
+ * with inline values and generic attribute lookup; the load's name, what
+ * it finds on the type (*descr, NULL if nothing) and the type's split
+ * shared keys, returned (NULL if any of this fails). */
+static PyDictKeysObject *
+instance_load(_PyInterpreterFrame *frame, PyObject *owner, int oparg, uint32_t version, PyObject **name,
+              PyObject **descr)
+{
+    PyTypeObject *tp = Py_TYPE(owner);
+    if (version == 0 || tp->tp_version_tag != version
+        || (tp->tp_flags & (Py_TPFLAGS_INLINE_VALUES | Py_TPFLAGS_MANAGED_DICT))
+               != (Py_TPFLAGS_INLINE_VALUES | Py_TPFLAGS_MANAGED_DICT)
+        || tp->tp_getattro != PyObject_GenericGetAttr) {
+        return NULL;
+    }
+    *name = name_at(frame, oparg >> 1);
+    *descr = _PyType_Lookup(tp, *name);
+    PyDictKeysObject *keys = ((PyHeapTypeObject *)tp)->ht_cached_keys;
+    if (tp->tp_version_tag != version || keys == NULL || keys->dk_kind != DICT_KEYS_SPLIT) {
+        return NULL;
+    }
+    return keys;
+}
+
 /* What the interpreter's specialiser would cache for LOAD_ATTR (with a
  * method load's oparg) at `owner` now if it made it LOAD_ATTR_METHOD_WITH_VALUES
  * (Python/specialize.c: analyze_descriptor_load's METHOD,
@@ -65,26 +109,9 @@ int
 ember_method_with_values_entry(_PyInterpreterFrame *frame, PyObject *owner, int oparg, uint32_t version,
                                uint32_t *keys_version, PyObject **descr)
 {
-    PyTypeObject *tp = Py_TYPE(owner);
-    if (version == 0 || tp->tp_version_tag != version
-        || (tp->tp_flags & (Py_TPFLAGS_INLINE_VALUES | Py_TPFLAGS_MANAGED_DICT))
-               != (Py_TPFLAGS_INLINE_VALUES | Py_TPFLAGS_MANAGED_DICT)
-        || tp->tp_getattro != PyObject_GenericGetAttr) {
-        return 0;
-    }
-    PyObject *name = name_at(frame, oparg >> 1);
-    PyObject *d = _PyType_Lookup(tp, name);
-    if (d == NULL || tp->tp_version_tag != version) {
-        return 0;
-    }
-    /* classify_descriptor's METHOD. */
-    PyTypeObject *d_type = Py_TYPE(d);
-    if (!(d_type->tp_flags & Py_TPFLAGS_IMMUTABLETYPE) || d_type->tp_descr_set != NULL || d_type->tp_descr_get == NULL
-        || !(d_type->tp_flags & Py_TPFLAGS_METHOD_DESCRIPTOR)) {
-        return 0;
-    }
-    PyDictKeysObject *keys = ((PyHeapTypeObject *)tp)->ht_cached_keys;
-    if (keys == NULL || keys->dk_kind != DICT_KEYS_SPLIT || shared_key_index(keys, name) != -2) {
+    PyObject *name, *d;
+    PyDictKeysObject *keys = instance_load(frame, owner, oparg, version, &name, &d);
+    if (keys == NULL || classify_class_attr(d) != CLASS_ATTR_METHOD || shared_key_index(keys, name) != -2) {
         return 0;
     }
     uint32_t v = keys_version_for_current_state(keys);
@@ -100,40 +127,21 @@ ember_method_with_values_entry(_PyInterpreterFrame *frame, PyObject *owner, int 
  * interpreter's specialiser would make LOAD_ATTR (not a method load)
  * LOAD_ATTR_INSTANCE_VALUE for the owner's type now (specialize.c:
  * do_specialize_instance_load_attr, specialize_dict_access_inline): generic
- * attribute lookup, no data descriptor (nor any the specialiser does not
- * let an instance value shadow) of that name on the type, the name in the
+ * attribute lookup, nothing of that name on the type but a method or a
+ * plain attribute (which an instance value shadows), the name in the
  * type's shared keys; else 0. The stencil's guards are the interpreter's:
  * the type version and valid inline values. The same use as
  * ember_method_with_values_entry. */
 uint32_t
 ember_instance_value_offset(_PyInterpreterFrame *frame, PyObject *owner, int oparg, uint32_t version)
 {
-    PyTypeObject *tp = Py_TYPE(owner);
-    if (version == 0 || tp->tp_version_tag != version
-        || (tp->tp_flags & (Py_TPFLAGS_INLINE_VALUES | Py_TPFLAGS_MANAGED_DICT))
-               != (Py_TPFLAGS_INLINE_VALUES | Py_TPFLAGS_MANAGED_DICT)
-        || tp->tp_getattro != PyObject_GenericGetAttr || (oparg & 1)) {
+    PyObject *name, *d;
+    if (oparg & 1) {
         return 0;
     }
-    PyObject *name = name_at(frame, oparg >> 1);
-    if (PyUnicode_CompareWithASCIIString(name, "__class__") == 0) {
-        return 0;
-    }
-    PyObject *d = _PyType_Lookup(tp, name);
-    if (tp->tp_version_tag != version) {
-        return 0;
-    }
-    if (d != NULL) {
-        /* classify_descriptor: an instance value shadows a method or a
-         * plain class attribute (METHOD, NON_DESCRIPTOR). */
-        PyTypeObject *d_type = Py_TYPE(d);
-        if (!(d_type->tp_flags & Py_TPFLAGS_IMMUTABLETYPE) || d_type->tp_descr_set != NULL
-            || (d_type->tp_descr_get != NULL && !(d_type->tp_flags & Py_TPFLAGS_METHOD_DESCRIPTOR))) {
-            return 0;
-        }
-    }
-    PyDictKeysObject *keys = ((PyHeapTypeObject *)tp)->ht_cached_keys;
-    if (keys == NULL || keys->dk_kind != DICT_KEYS_SPLIT) {
+    PyDictKeysObject *keys = instance_load(frame, owner, oparg, version, &name, &d);
+    if (keys == NULL || PyUnicode_CompareWithASCIIString(name, "__class__") == 0
+        || classify_class_attr(d) == CLASS_ATTR_OTHER) {
         return 0;
     }
     Py_ssize_t index = shared_key_index(keys, name);
