@@ -264,12 +264,18 @@ ember_new_ref(PyObject *obj)
 #endif
 
 #define GETLOCAL(i) (frame->localsplus[(i)])
-/* Tests of a 32-bit value against a hole, and loads at a hole's offset from
- * an object: on x86-64 the hole is the instruction's immediate
- * (R_X86_64_32) or displacement (R_X86_64_32S) rather than a register
- * loaded with it first. An "m" operand tells clang which memory the asm
- * reads or writes: the object's. */
+/* The locals' own stencils (core.c: LOAD_FAST*, STORE_FAST*) get the
+ * local's byte offset in the frame as OPERAND0 (and the second local's as
+ * OPERAND1; tier1/src/operands.rs, Class::Locals). On x86-64 the offset is
+ * the load's or store's displacement (R_X86_64_32S): one instruction where
+ * an oparg needs an index register loaded first, and for the pairs a shift
+ * and a mask as well. The "m" operand tells clang which memory the asm
+ * reads or writes: the frame. */
 typedef struct { char bytes[1 << 16]; } ember_memory;
+/* Tests of a 32-bit value against a hole, and loads at a hole's offset from
+ * an object, the same way: on x86-64 the hole is the instruction's
+ * immediate (R_X86_64_32) or displacement (R_X86_64_32S) rather than a
+ * register loaded with it first. */
 #if defined(__x86_64__)
 #define EMBER_EQ_HOLE32(V, SYM)                                                  \
     ({                                                                           \
@@ -285,24 +291,29 @@ typedef struct { char bytes[1 << 16]; } ember_memory;
                 : "i"(SYM), "r"(BASE), "m"(*(const ember_memory *)(BASE)));      \
         v_;                                                                      \
     })
-#define EMBER_STORE_AT_HOLE32(BASE, SYM, V)                                      \
-    __asm__ __volatile__("movq %1, %c2(%3)"                                      \
-                         : "+m"(*(ember_memory *)(BASE))                         \
-                         : "r"(V), "i"(SYM), "r"(BASE))
 #else
 #define EMBER_EQ_HOLE32(V, SYM) ((uint32_t)(V) == (uint32_t)ember_hole32(SYM))
 #define EMBER_LOAD_AT_HOLE32(BASE, SYM) (*(PyObject **)((char *)(BASE) + ember_hole32(SYM)))
-#define EMBER_STORE_AT_HOLE32(BASE, SYM, V) (*(uintptr_t *)((char *)(BASE) + ember_hole32(SYM)) = (V))
 #endif
 #define EQ_OPERAND0_U32(V) EMBER_EQ_HOLE32(V, _EMBER_OPERAND0_U32)
 #define LOAD_AT_OPERAND1_U32(BASE) EMBER_LOAD_AT_HOLE32(BASE, _EMBER_OPERAND1_U32)
-/* The locals' own stencils (core.c: LOAD_FAST*, STORE_FAST*) get the
- * local's byte offset in the frame as OPERAND0 (and the second local's as
- * OPERAND1; tier1/src/operands.rs, Class::Local, Class::LocalPair): on
- * x86-64 one instruction where an oparg needs an index register loaded
- * first, and for the pairs a shift and a mask as well. */
-#define LOCAL_AT(SYM) ((_PyStackRef){.bits = (uintptr_t)EMBER_LOAD_AT_HOLE32(frame, SYM)})
-#define SET_LOCAL_AT(SYM, REF) EMBER_STORE_AT_HOLE32(frame, SYM, (REF).bits)
+#if defined(__x86_64__)
+#define LOCAL_AT(SYM)                                                            \
+    ({                                                                           \
+        _PyStackRef v_;                                                          \
+        __asm__("movq %c1(%2), %0"                                              \
+                : "=r"(v_.bits)                                                  \
+                : "i"(SYM), "r"(frame), "m"(*(const ember_memory *)frame)); \
+        v_;                                                                      \
+    })
+#define SET_LOCAL_AT(SYM, REF)                                                   \
+    __asm__ __volatile__("movq %1, %c2(%3)"                                                  \
+            : "+m"(*(ember_memory *)frame)                                 \
+            : "r"((REF).bits), "i"(SYM), "r"(frame))
+#else
+#define LOCAL_AT(SYM) (*(_PyStackRef *)((char *)frame + ember_hole32(SYM)))
+#define SET_LOCAL_AT(SYM, REF) (*(_PyStackRef *)((char *)frame + ember_hole32(SYM)) = (REF))
+#endif
 #define LOCAL0 LOCAL_AT(_EMBER_OPERAND0_U32)
 #define LOCAL1 LOCAL_AT(_EMBER_OPERAND1_U32)
 #define SET_LOCAL0(REF) SET_LOCAL_AT(_EMBER_OPERAND0_U32, REF)
