@@ -178,10 +178,6 @@ struct OpInfo {
     prog: u16,
     /// It is `EXTENDED_ARG`.
     extended_arg: bool,
-    /// Its program exists and has no error: the layout needs no other check.
-    ok: bool,
-    /// Its program needs space after the code ([`Prog::extra`]).
-    extra: bool,
     /// It is RERAISE (its OPERAND1 defaults to the entry table).
     reraise: bool,
     /// Cache units after the counter that [`opcode_signature`] covers.
@@ -191,12 +187,6 @@ struct OpInfo {
     site_words: u8,
     /// Its stencil has a `__NULL` variant, for an odd oparg.
     null_variant: bool,
-    /// Bytes of its program's code without and with the trailing jump, and
-    /// of its cold part: the layout reads them here, in a table that stays
-    /// in cache, rather than from the program.
-    short_len: u32,
-    full_len: u32,
-    cold_len: u32,
 }
 
 fn op_infos() -> [OpInfo; 256] {
@@ -211,14 +201,9 @@ fn op_infos() -> [OpInfo; 256] {
             jump: JumpRule::of(op),
             prog: NO_PROG,
             extended_arg: Some(base) == extended_arg(),
-            ok: false,
-            extra: false,
             reraise: false,
             site_words: 0,
             null_variant: false,
-            short_len: 0,
-            full_len: 0,
-            cold_len: 0,
         }
     })
 }
@@ -473,11 +458,6 @@ fn site_cache_words(name: &str) -> u8 {
     }
 }
 
-/// The program, or its cold part, has a SITE hole.
-fn uses_site(prog: &Prog) -> bool {
-    prog.holes.iter().any(|h| h.src == Src::Site) || prog.cold.as_deref().is_some_and(uses_site)
-}
-
 /// A compiled code object.
 pub struct Compiled {
     block: Block,
@@ -717,15 +697,15 @@ impl Compiler {
     /// are found again from each instruction's stencil and placement
     /// rather than kept for every compiled function.
     pub fn cold_parts(&self, c: &Compiled) -> Vec<(usize, usize, &'static str)> {
-        let progs = self.programs.all();
+        let progs = &self.programs;
         let mut out = Vec::new();
         let mut cold = c.cold_offset;
         let (Ok(line_check), Ok(exits)) = (&self.line_check, &self.exits) else {
             return out;
         };
-        let lc = &progs[*line_check as usize];
+        let lc = progs.get(*line_check);
         for (index, offset, id) in c.map.source.placements() {
-            let prog = &progs[stencil_of(id)];
+            let prog = progs.get(stencil_of(id) as u16);
             if id >> MAP_LINE_START & 1 != 0 && lc.cold_len != 0 {
                 out.push((index, cold, "LINE_CHECK"));
                 cold += lc.cold_len as usize;
@@ -744,7 +724,7 @@ impl Compiler {
             }
         }
         for &p in exits {
-            let prog = &progs[p as usize];
+            let prog = progs.get(p);
             if prog.cold_len != 0 {
                 out.push((usize::MAX, cold, prog.name));
                 cold += prog.cold_len as usize;
@@ -778,35 +758,25 @@ impl Compiler {
             programs.by_name(&variant_name)
         };
         let reraise = opcodes::by_name("RERAISE");
-        let use_prog = |info: &mut OpInfo, prog: u16| {
-            info.prog = prog;
-            if let Some(prog) = programs.all().get(prog as usize) {
-                info.ok = prog.error.is_none();
-                info.extra = prog.extra;
-                (info.short_len, info.full_len, info.cold_len) = (prog.short.len, prog.full.len, prog.cold_len);
-            }
-        };
         for (op, info) in ops.iter_mut().enumerate() {
             info.reraise = Some(info.base) == reraise;
             if let Some(name) = select_by_name(op as u8) {
                 info.site_words = site_cache_words(name);
-                use_prog(info, programs.by_name(name).unwrap_or(NO_PROG));
+                info.prog = programs.by_name(name).unwrap_or(NO_PROG);
                 if let Some(prog) = variant(name, "__NULL") {
                     info.null_variant = true;
                     null_ops[op] = *info;
-                    use_prog(&mut null_ops[op], prog);
+                    null_ops[op].prog = prog;
                 }
                 if let Some(prog) = variant(name, "__STORES") {
                     stores_ops[op] = *info;
-                    use_prog(&mut stores_ops[op], prog);
+                    stores_ops[op].prog = prog;
                 }
                 // A stencil that would use a site cache it does not get
                 // is not used (its instruction is refused as unsupported).
                 for info in [&mut *info, &mut null_ops[op]] {
-                    let prog = programs.all().get(info.prog as usize);
-                    if info.site_words == 0 && prog.is_some_and(uses_site) {
+                    if info.site_words == 0 && programs.uses_site(info.prog) {
                         info.prog = NO_PROG;
-                        info.ok = false;
                     }
                 }
             }
@@ -874,7 +844,7 @@ impl Compiler {
         )?;
         let [error_exit, reraise_exit, deopt_exit] = self.exits.clone().map_err(Refusal::Malformed)?;
         let line_check = self.line_check.clone().map_err(Refusal::Malformed)?;
-        let progs = self.programs.all();
+        let progs = &self.programs;
         let n = s.instrs.len();
 
         // Layout: where each instruction's code goes. Line starts are the
@@ -887,7 +857,7 @@ impl Compiler {
         // code, by handing the frame over there.
         s.unit_off.clear();
         s.unit_off.resize(n_units, NO_OFFSET);
-        let lc = &progs[line_check as usize];
+        let lc = progs.get(line_check);
         let lc_len = lc.short.len as usize;
         let mut current = NO_LINE;
         let mut off: usize = 0;
@@ -919,10 +889,17 @@ impl Compiler {
                 }
                 instr.line_start = start;
                 n_starts += start as usize;
-                let op = self.op(instr);
-                ok &= op.ok;
-                extra |= op.extra;
-                let len = if full { op.full_len } else { op.short_len } as usize;
+                let (len, op_cold_len) = match progs.try_get(self.op(instr).prog) {
+                    Some(prog) => {
+                        ok &= prog.error.is_none();
+                        extra |= prog.extra;
+                        (if full { prog.full.len } else { prog.short.len } as usize, prog.cold_len as usize)
+                    }
+                    None => {
+                        ok = false;
+                        (0, 0)
+                    }
+                };
                 if instr.skipped {
                     // With the cold parts, in order: its offset from their
                     // start until that is known (below). Never a line start
@@ -940,7 +917,7 @@ impl Compiler {
                     }
                     off += len;
                 }
-                cold_bytes += op.cold_len as usize;
+                cold_bytes += op_cold_len;
             }
         }
         if !ok || (n_starts > 0 && lc.error.is_some()) {
@@ -952,7 +929,7 @@ impl Compiler {
         let instrs = &s.instrs[..];
         let mut exit_offs = [0u64; 3];
         for (i, p) in [error_exit, reraise_exit, deopt_exit].into_iter().enumerate() {
-            let prog = &progs[p as usize];
+            let prog = progs.get(p);
             if let Some(e) = &prog.error {
                 return Err(Refusal::Malformed(e.clone()));
             }
@@ -1039,7 +1016,7 @@ impl Compiler {
         let mut code_off = 0u32;
         for (k, instr) in instrs.iter().enumerate() {
             let op = self.op(instr);
-            let prog = &progs[op.prog as usize];
+            let prog = progs.get(op.prog);
             ids[k] = op.prog as u32
                 | (instr.line_start as u32) << MAP_LINE_START
                 | (instr.skipped as u32) << MAP_SKIPPED
@@ -1168,7 +1145,7 @@ impl Compiler {
         }
         values[slot::OPERAND0 as usize] = entries_addr;
         for p in [error_exit, reraise_exit, deopt_exit] {
-            let prog = &progs[p as usize];
+            let prog = progs.get(p);
             let cont_off = code_off + prog.full.len;
             let item = || Item {
                 prog: p,
@@ -1331,7 +1308,7 @@ impl Compiler {
             if p == NO_PROG {
                 return Refusal::Unsupported(name_of(instr.base));
             }
-            if let Some(e) = &self.programs.all()[p as usize].error {
+            if let Some(e) = &self.programs.get(p).error {
                 return Refusal::Malformed(e.clone());
             }
         }
@@ -1357,7 +1334,7 @@ impl Compiler {
     /// Where the rare parts go, after the code: trampolines, GOT slots for
     /// values other than symbols, and data of stencils whose data has holes.
     fn extra_layout(&self, instrs: &[Instr], lc: &Prog, code_bytes: usize) -> Extra {
-        let progs = self.programs.all();
+        let progs = &self.programs;
         let (mut n_tramp, mut n_got, mut data) = (0, 0, Vec::new());
         let count = |prog: &Prog, n_holes: u16, n_tramp: &mut usize, n_got: &mut usize, data: &mut Vec<&'static ember_stencils::Stencil>| {
             if !prog.extra {
@@ -1375,13 +1352,13 @@ impl Compiler {
             if instr.line_start {
                 count(lc, lc.short.n_holes, &mut n_tramp, &mut n_got, &mut data);
             }
-            let prog = &progs[self.op(instr).prog as usize];
+            let prog = progs.get(self.op(instr).prog);
             let n_holes = if instr.full { prog.full.n_holes } else { prog.short.n_holes };
             count(prog, n_holes, &mut n_tramp, &mut n_got, &mut data);
         }
         if let Ok(exits) = &self.exits {
             for &p in exits {
-                let prog = &progs[p as usize];
+                let prog = progs.get(p);
                 count(prog, prog.full.n_holes, &mut n_tramp, &mut n_got, &mut data);
             }
         }
@@ -1413,7 +1390,7 @@ impl Compiler {
                 write_at(buf, off, &patch::got_slot(value));
             }
             for (item, data_off) in &x.own_data {
-                let prog = &self.programs.all()[item.prog as usize];
+                let prog = self.programs.get(item.prog);
                 self.write_own_data(cx, item, prog, *data_off, buf)?;
             }
             Ok(())

@@ -1,9 +1,11 @@
-//! The stencils prepared once per process for fast patching: each stencil's
+//! The stencils prepared for fast patching, each at its first use: each stencil's
 //! holes checked, classified and sorted, its symbols resolved, and the holes
 //! whose value never changes (absolute references to symbols) patched into a
 //! template of its code; and the header every region of the executable
 //! arena starts with — a GOT slot per stencil symbol and the stencils'
 //! read-only data blobs (those without holes), shared by all compiled code.
+
+use std::sync::OnceLock;
 
 use ember_stencils::{HoleValue, RelocKind, Stencil, STENCILS, SYMBOLS};
 
@@ -167,7 +169,14 @@ fn position_dependent(kind: RelocKind) -> bool {
 }
 
 pub struct Programs {
-    progs: Vec<Prog>,
+    /// Built at first use: a process compiles with a few dozen of the
+    /// stencils, and building all of them made every process's first
+    /// compilation cost about half a millisecond.
+    progs: Box<[OnceLock<Prog>]>,
+    /// Per stencil: its data has holes (each use gets a copy), or where its
+    /// data is in the header.
+    instance_data: Box<[bool]>,
+    shared_data: Box<[u32]>,
     header: Vec<u8>,
     symbols: Vec<Option<u64>>,
 }
@@ -180,40 +189,73 @@ impl Programs {
         for s in &symbols {
             header.extend_from_slice(&patch::got_slot(s.unwrap_or(0)));
         }
-        let progs = STENCILS
+        let instance_data: Box<[bool]> =
+            STENCILS.iter().map(|st| !st.data.is_empty() && !st.data_holes.is_empty()).collect();
+        let shared_data = STENCILS
             .iter()
-            .map(|st| {
-                let instance_data = !st.data.is_empty() && !st.data_holes.is_empty();
-                let mut shared_data = header.len() as u32;
-                if !instance_data {
+            .zip(&instance_data)
+            .map(|(st, &instance)| {
+                if !instance {
                     let a = (st.data_align as usize).max(1);
                     header.resize(header.len().next_multiple_of(a), 0);
-                    shared_data = header.len() as u32;
+                    let at = header.len() as u32;
                     header.extend_from_slice(st.data);
+                    at
+                } else {
+                    header.len() as u32
                 }
-                let mut prog = build(st, st.code, st.code_holes, st.trailing_continue, &symbols, instance_data, shared_data);
-                if !st.cold.is_empty() {
-                    let cold = build(st, st.cold, st.cold_holes, None, &symbols, false, shared_data);
-                    // Cold parts are placed without the per-function extras
-                    // (trampolines, GOT slots, a copy of the data).
-                    let why = cold.error.clone().or_else(|| {
-                        let own_data = instance_data && cold.holes.iter().any(|h| h.src == Src::Data);
-                        (cold.extra || own_data).then(|| format!("{}: its cold part needs a per-function extra", st.name))
-                    });
-                    if let Some(e) = why {
-                        prog.error.get_or_insert(e);
-                    }
-                    prog.cold_len = cold.template.len() as u32;
-                    prog.cold = Some(Box::new(cold));
-                }
-                prog
             })
             .collect();
-        Programs { progs, header, symbols }
+        let progs = STENCILS.iter().map(|_| OnceLock::new()).collect();
+        Programs { progs, instance_data, shared_data, header, symbols }
     }
 
-    pub fn all(&self) -> &[Prog] {
-        &self.progs
+    /// Stencils (and so programs) there are.
+    pub fn len(&self) -> usize {
+        self.progs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.progs.is_empty()
+    }
+
+    /// Program `i` (`i < self.len()`).
+    #[inline]
+    pub fn get(&self, i: u16) -> &Prog {
+        let cell = &self.progs[i as usize];
+        match cell.get() {
+            Some(p) => p,
+            None => cell.get_or_init(|| self.build_one(i as usize)),
+        }
+    }
+
+    /// Program `i`, or None for `NO_PROG` (or out of range).
+    #[inline]
+    pub fn try_get(&self, i: u16) -> Option<&Prog> {
+        ((i as usize) < self.progs.len()).then(|| self.get(i))
+    }
+
+    #[cold]
+    fn build_one(&self, i: usize) -> Prog {
+        let st = &STENCILS[i];
+        let (instance_data, shared_data) = (self.instance_data[i], self.shared_data[i]);
+        let symbols = &self.symbols;
+        let mut prog = build(st, st.code, st.code_holes, st.trailing_continue, symbols, instance_data, shared_data);
+        if !st.cold.is_empty() {
+            let cold = build(st, st.cold, st.cold_holes, None, symbols, false, shared_data);
+            // Cold parts are placed without the per-function extras
+            // (trampolines, GOT slots, a copy of the data).
+            let why = cold.error.clone().or_else(|| {
+                let own_data = instance_data && cold.holes.iter().any(|h| h.src == Src::Data);
+                (cold.extra || own_data).then(|| format!("{}: its cold part needs a per-function extra", st.name))
+            });
+            if let Some(e) = why {
+                prog.error.get_or_insert(e);
+            }
+            prog.cold_len = cold.template.len() as u32;
+            prog.cold = Some(Box::new(cold));
+        }
+        prog
     }
 
     /// Address of `SYMBOLS[i]`, if it resolved.
@@ -227,6 +269,14 @@ impl Programs {
 
     pub fn by_name(&self, name: &str) -> Option<u16> {
         STENCILS.binary_search_by(|s| s.name.cmp(name)).ok().map(|i| i as u16)
+    }
+
+    /// Whether stencil `i`'s code or cold part has a SITE hole (read from
+    /// the stencil: no program is built for it).
+    pub fn uses_site(&self, i: u16) -> bool {
+        STENCILS.get(i as usize).is_some_and(|st| {
+            st.code_holes.iter().chain(st.cold_holes).any(|h| matches!(h.value, HoleValue::Site))
+        })
     }
 }
 
@@ -366,5 +416,46 @@ fn slot_of(src: Src) -> u8 {
         Src::Data => slot::DATA,
         Src::Cold => slot::COLD,
         Src::Symbol(..) => slot::ZERO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every symbol at a made-up address (absolute fields take any value;
+    /// PC-relative ones are patched per compilation, not here).
+    struct FakeResolver;
+
+    impl Resolver for FakeResolver {
+        fn symbol(&self, name: &str) -> Option<u64> {
+            SYMBOLS.iter().position(|s| *s == name).map(|i| 0x7f00_0000_0000 + 64 * i as u64)
+        }
+        fn small_int(&self, _: u32) -> Option<u64> {
+            None
+        }
+        fn binary_op(&self, _: u32) -> Option<u64> {
+            None
+        }
+    }
+
+    /// Programs are built at first use, so a stencil no test happens to
+    /// compile with would hide an error: build every one.
+    #[test]
+    fn every_program_builds_and_site_use_is_read_from_its_stencil() {
+        let programs = Programs::new(&FakeResolver);
+        assert_eq!(programs.len(), STENCILS.len());
+        let site = |p: &Prog| p.holes.iter().any(|h| h.src == Src::Site);
+        for i in 0..programs.len() as u16 {
+            let prog = programs.get(i);
+            assert_eq!(prog.error, None, "{}", prog.name);
+            assert_eq!(prog.name, STENCILS[i as usize].name);
+            let built = site(prog) || prog.cold.as_deref().is_some_and(site);
+            assert_eq!(programs.uses_site(i), built, "{}", prog.name);
+            // The second use gets the same program.
+            assert!(std::ptr::eq(prog, programs.get(i)));
+        }
+        assert!(programs.try_get(NO_PROG).is_none());
+        assert!(!programs.uses_site(NO_PROG));
     }
 }
