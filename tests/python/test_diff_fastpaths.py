@@ -1131,6 +1131,12 @@ def test_unpacking_into_locals_done_out_of_line():
             a, b, c, d, e, f, g, h, i, j, k, l, m, n, o = seq
             return a + o
 
+        def scrambled(seq):
+            # The locals' numbers in another order than the items'.
+            e = None; b = None; d = None; a = None; c = None
+            c, a, e, b, d = seq
+            return a, b, c, d, e
+
         def sixteen(seq):
             a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p = seq
             return a + p
@@ -1148,7 +1154,8 @@ def test_unpacking_into_locals_done_out_of_line():
         for i in range(12):
             three((i, 2, 3)); five((1, 2, 3, 4, i), lambda: (0, 0, 0, 0, 0)); from_lists([1, 2, 3, i])
             shared((1, 2, 3)); fifteen(tuple(range(15))); sixteen(tuple(range(16))); late_locals(*range(16), (1, 2, 3))
-            multiline((1, 2, 3))
+            multiline((1, 2, 3)); scrambled((i, 1, 2, 3, 4))
+        print(scrambled((10, 11, 12, 13, 14)), scrambled([5, 6, 7, 8, 9]))
         print(three((1, 2, 3)), three([4, 5, 6]), from_lists([1, 2, 3, 4]), from_lists((5, 6, 7, 8)))
         print(five((1, 2, 3, 4, 5), lambda: [Noisy("a"), 0, Noisy("c"), 0, Noisy("e")]))
         print(five(range(5), lambda: (Noisy("x"), 1, 2, 3, 4)))
@@ -1166,7 +1173,7 @@ def test_unpacking_into_locals_done_out_of_line():
             print("ValueError", e, e.__traceback__.tb_next.tb_lineno)
     """, {"three": {"UNPACK_SEQUENCE_TUPLE__STORES"}, "five": {"UNPACK_SEQUENCE_TUPLE__STORES"},
           "from_lists": {"UNPACK_SEQUENCE_LIST__STORES"}, "shared": {"UNPACK_SEQUENCE_TUPLE__STORES"},
-          "fifteen": {"UNPACK_SEQUENCE_TUPLE__STORES"}})
+          "fifteen": {"UNPACK_SEQUENCE_TUPLE__STORES"}, "scrambled": {"UNPACK_SEQUENCE_TUPLE__STORES"}})
     assert "del shared in shared at" in out.stdout and "del e in five" in out.stdout and "del x in five" in out.stdout
     assert "ValueError too many values to unpack" in out.stdout
 
