@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,13 +74,21 @@ def main() -> None:
     build = run.snapshot_ember()
     if run.EMBER_SNAPSHOT is None:
         sys.exit(f"Ember is not importable here: {build}")
+    try:
+        measure(args.runs, build)
+    finally:
+        # The snapshot is this run's own copy (about 15 MB).
+        shutil.rmtree(run.EMBER_SNAPSHOT, ignore_errors=True)
+
+
+def measure(runs: int, build: dict) -> None:
     base = {k: v for k, v in os.environ.items()
             if not (k.startswith("EMBER") and not k.startswith("EMBER_DEV_")) and k != "PYTHON_JIT"}
     base["PYTHONPATH"] = run.EMBER_SNAPSHOT
     names = list(KINDS)
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
     compiles: list[list[int]] = []
-    for r in range(args.runs):
+    for r in range(runs):
         # A different kind first in each round: none always runs after the same one.
         for name in names[r % len(names):] + names[:r % len(names)]:
             extra, argv = KINDS[name]
@@ -94,7 +103,7 @@ def main() -> None:
             times[name].append((wall, usage.ru_utime + usage.ru_stime))
             if name == "first compile":
                 compiles.append(json.loads(out))
-    print(f"Ember: {build.get('ember_source')} (snapshot {run.EMBER_SNAPSHOT}); {args.runs} processes of each kind\n")
+    print(f"Ember: {build.get('ember_source')} (snapshot {run.EMBER_SNAPSHOT}); {runs} processes of each kind\n")
     print("| process | wall (median) | vs interp | CPU (median) | vs interp |")
     print("|---|---:|---:|---:|---:|")
     ref_wall = statistics.median(w for w, _ in times["interp"])
