@@ -738,7 +738,8 @@ impl Compiler {
         out
     }
 
-    /// Resolves every stencil symbol (once) and prepares the programs.
+    /// Resolves every stencil symbol (once) and lays out the region header;
+    /// each stencil's program is prepared at its first use.
     pub fn new(resolver: &'static (dyn Resolver + Sync)) -> Compiler {
         let programs = Programs::new(resolver);
         let arena = Arena::new(programs.header().to_vec());

@@ -173,9 +173,7 @@ pub struct Programs {
     /// stencils, and building all of them made every process's first
     /// compilation cost about half a millisecond.
     progs: Box<[OnceLock<Prog>]>,
-    /// Per stencil: its data has holes (each use gets a copy), or where its
-    /// data is in the header.
-    instance_data: Box<[bool]>,
+    /// Per stencil: where its data is in the header (if it has no holes).
     shared_data: Box<[u32]>,
     header: Vec<u8>,
     symbols: Vec<Option<u64>>,
@@ -189,13 +187,10 @@ impl Programs {
         for s in &symbols {
             header.extend_from_slice(&patch::got_slot(s.unwrap_or(0)));
         }
-        let instance_data: Box<[bool]> =
-            STENCILS.iter().map(|st| !st.data.is_empty() && !st.data_holes.is_empty()).collect();
         let shared_data = STENCILS
             .iter()
-            .zip(&instance_data)
-            .map(|(st, &instance)| {
-                if !instance {
+            .map(|st| {
+                if !has_instance_data(st) {
                     let a = (st.data_align as usize).max(1);
                     header.resize(header.len().next_multiple_of(a), 0);
                     let at = header.len() as u32;
@@ -207,26 +202,13 @@ impl Programs {
             })
             .collect();
         let progs = STENCILS.iter().map(|_| OnceLock::new()).collect();
-        Programs { progs, instance_data, shared_data, header, symbols }
+        Programs { progs, shared_data, header, symbols }
     }
 
-    /// Stencils (and so programs) there are.
-    pub fn len(&self) -> usize {
-        self.progs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.progs.is_empty()
-    }
-
-    /// Program `i` (`i < self.len()`).
+    /// Program `i` (`i < STENCILS.len()`).
     #[inline]
     pub fn get(&self, i: u16) -> &Prog {
-        let cell = &self.progs[i as usize];
-        match cell.get() {
-            Some(p) => p,
-            None => cell.get_or_init(|| self.build_one(i as usize)),
-        }
+        self.progs[i as usize].get_or_init(|| self.build_one(i as usize))
     }
 
     /// Program `i`, or None for `NO_PROG` (or out of range).
@@ -238,7 +220,7 @@ impl Programs {
     #[cold]
     fn build_one(&self, i: usize) -> Prog {
         let st = &STENCILS[i];
-        let (instance_data, shared_data) = (self.instance_data[i], self.shared_data[i]);
+        let (instance_data, shared_data) = (has_instance_data(st), self.shared_data[i]);
         let symbols = &self.symbols;
         let mut prog = build(st, st.code, st.code_holes, st.trailing_continue, symbols, instance_data, shared_data);
         if !st.cold.is_empty() {
@@ -278,6 +260,12 @@ impl Programs {
             st.code_holes.iter().chain(st.cold_holes).any(|h| matches!(h.value, HoleValue::Site))
         })
     }
+}
+
+/// The stencil's data has holes: each use gets a copy of it, rather than
+/// sharing the one in the region header.
+fn has_instance_data(st: &Stencil) -> bool {
+    !st.data.is_empty() && !st.data_holes.is_empty()
 }
 
 fn build(
@@ -444,9 +432,8 @@ mod tests {
     #[test]
     fn every_program_builds_and_site_use_is_read_from_its_stencil() {
         let programs = Programs::new(&FakeResolver);
-        assert_eq!(programs.len(), STENCILS.len());
         let site = |p: &Prog| p.holes.iter().any(|h| h.src == Src::Site);
-        for i in 0..programs.len() as u16 {
+        for i in 0..STENCILS.len() as u16 {
             let prog = programs.get(i);
             assert_eq!(prog.error, None, "{}", prog.name);
             assert_eq!(prog.name, STENCILS[i as usize].name);
