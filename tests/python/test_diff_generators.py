@@ -10,11 +10,14 @@ them and the interpreter ran everything).
 import asyncio
 import gc
 import inspect
+import os
 import sys
+import tempfile
+import textwrap
 
 import pytest
 
-from difftest import EMBER_CONFIGS, Config, check
+from difftest import EMBER_CONFIGS, Config, check, new_stats_path, run_file
 
 
 # --- send / throw / close, and the state a generator shows at each point ----
@@ -1536,6 +1539,94 @@ def test_yield_from_chains_mixing_code_objects_and_sites(ember_on):
         for fn in (a, b):
             levels = sum(1 for f, _ in plan if f is fn)
             assert _record(ember, fn)["resumes"] == before[fn] + 3 * levels, (name, fn.__name__)
+
+
+def test_yield_from_chains_that_change_between_resumptions():
+    # Passing a chain remembers the generator found at each depth and walks
+    # from that memory when the level above still holds it: chains that
+    # differ from one resumption to the next (two trees resumed in turn, a
+    # chain growing and shrinking, a depth where a generator was and now an
+    # iterator is, generators freed between resumptions) must each be
+    # walked as they are.
+    check(_CHANGING_CHAINS)
+    # And they were passed through, not left to the interpreter.
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "snippet.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(textwrap.dedent(_CHANGING_CHAINS))
+        eager = next(c for c in EMBER_CONFIGS if c.name == "tier1-eager")
+        run = run_file(path, eager, stats_path=new_stats_path("changing-chains"))
+    assert run.returncode == 0, run.stderr
+    assert run.stats["global"]["tier1"]["delegations_passed"] > 1000
+
+
+_CHANGING_CHAINS = """
+        import gc
+
+        class Tree:
+            def __init__(self, left, value, right):
+                self.left, self.value, self.right = left, value, right
+
+            def __iter__(self):
+                if self.left:
+                    yield from self.left
+                yield self.value
+                if self.right:
+                    yield from self.right
+
+        def tree(r):
+            if not r:
+                return None
+            i = len(r) // 2
+            return Tree(tree(r[:i]), r[i], tree(r[i + 1:]))
+
+        def lopsided(n):
+            t = None
+            for v in reversed(range(n)):
+                t = Tree(None, v, t)
+            return t
+
+        a, b, c = tree(range(200)), lopsided(40), tree(range(7))
+        print(sum(x * y - z for x, y, z in zip(a, b, c)))
+        print(list(zip(b, a))[-3:], [v for v in a][-5:])
+
+        def mixed(depth, n):
+            if depth == 0:
+                yield from [n, n + 1]
+                yield from range(n + 2, n + 4)
+                return "leaf"
+            r = yield from mixed(depth - 1, n)
+            yield depth
+            r2 = yield from (mixed(depth // 2, n * 10) if depth % 2 else iter([-depth]))
+            return (r, r2)
+
+        def driver():
+            out = []
+            for depth in (6, 1, 9, 3, 0, 12):
+                g = mixed(depth, depth)
+                out.append(next(g))
+                while True:
+                    try:
+                        out.append(g.send(None))
+                    except StopIteration as e:
+                        out.append(e.value)
+                        break
+                del g
+                gc.collect()
+            return out
+
+        print(driver())
+        # Two chains resumed in turn, one freed half-way and replaced.
+        g1, g2 = mixed(8, 1), iter(tree(range(50)))
+        got = []
+        for k in range(30):
+            got.append(next(g1, "done"))
+            got.append(next(g2, "done"))
+            if k == 12:
+                g2 = iter(lopsided(20))
+                gc.collect()
+        print(got)
+        """
 
 
 # --- generator functions called from compiled code ---------------------------

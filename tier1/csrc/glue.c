@@ -451,6 +451,14 @@ enter_pushed(PyThreadState *tstate, _PyInterpreterFrame *callee)
 /* Levels passed through so far (ember.stats(): tier1 delegations). */
 uint64_t ember_delegations_passed = 0;
 
+/* The generator found at each depth of the last chain passed. Only a
+ * prediction, never dereferenced unless the level above holds it (its
+ * delegate is the same pointer, so it is alive): finding level k+1 from
+ * level k is a chain of dependent loads (the frame's stack top, then its
+ * type), which a walk from the prediction does not wait for, as the
+ * levels of a chain resumed again and again are mostly the same. */
+static PyGenObject *chain_seen[EMBER_CHAIN_MAX + 1];
+
 /* The SEND of the `yield from`/`await` loop `frame` is suspended in (at the
  * RESUME after its YIELD_VALUE), or NULL when the code there is not that
  * loop as the compiler emits it. */
@@ -543,6 +551,9 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
     ember_direct_entry *d = NULL, *d_before = NULL;
     PyCodeObject *probed = NULL;
     ember_direct_entry *probed_d = NULL;
+    _PyErr_StackItem *exc_info = tstate->exc_info;
+    int recursion_remaining = tstate->py_recursion_remaining;
+    _PyInterpreterFrame *current_frame = tstate->current_frame;
     while (n < EMBER_CHAIN_MAX && g->gi_frame_state == FRAME_SUSPENDED_YIELD_FROM) {
         _PyInterpreterFrame *f = &g->gi_iframe;
         _Py_CODEUNIT *ip = f->instr_ptr;
@@ -584,29 +595,45 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
             send = ip_send;
             d = ip_d;
         }
-        PyObject *delegate = PyStackRef_AsPyObjectBorrow(f->stackpointer[-1]);
-        if (Py_TYPE(delegate) != &PyGen_Type && Py_TYPE(delegate) != &PyCoro_Type) {
+        PyGenObject *delegate = (PyGenObject *)PyStackRef_AsPyObjectBorrow(f->stackpointer[-1]);
+        PyGenObject *next = chain_seen[n + 1];
+        if (__builtin_expect(next != delegate, 0)) {
+            chain_seen[n + 1] = delegate;
+            next = delegate;
+        }
+        else {
+            /* The same pointer, but the compiler must not know it: the next
+             * level is then found without waiting for `delegate`'s load. */
+            __asm__("" : "+r"(next));
+        }
+        if (Py_TYPE(next) != &PyGen_Type && Py_TYPE(next) != &PyCoro_Type) {
             break;
         }
-        if (tstate->py_recursion_remaining <= 0) {
+        if (recursion_remaining <= 0) {
             break;
         }
-        /* Resumed (ember_gen_resume, ember_run_compiled) and run up to its SEND. */
-        g->gi_exc_state.previous_item = tstate->exc_info;
-        tstate->exc_info = &g->gi_exc_state;
+        /* Resumed (ember_gen_resume, ember_run_compiled) and run up to its
+         * SEND; the thread state's fields follow in locals, stored below. */
+        g->gi_exc_state.previous_item = exc_info;
+        exc_info = &g->gi_exc_state;
         g->gi_frame_state = FRAME_EXECUTING;
         ++*d->resumes;
-        ember_make_current(tstate, f);
+        recursion_remaining--;
+        f->previous = current_frame;
+        current_frame = f;
         f->instr_ptr = send;
         level[n].gen = g;
         level[n].entries = d->entries;
         level[n].send = send;
         n++;
-        g = (PyGenObject *)delegate;
+        g = next;
     }
     if (n == 0) {
         return 2;
     }
+    tstate->exc_info = exc_info;
+    tstate->py_recursion_remaining = recursion_remaining;
+    tstate->current_frame = current_frame;
     ember_delegations_passed += (uint64_t)n;
     PyObject *result;
     int status = ember_send(tstate, &level[n - 1].gen->gi_iframe, (PyObject *)g, arg, &result, NULL);
