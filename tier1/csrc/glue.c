@@ -545,10 +545,11 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
      * are suspended at one of its few `yield from`s (a tree's: left and
      * right): the checks of a resumption point (the same instr_ptr, so the
      * same code object) hold for every level suspended there. The last two
-     * points checked are kept. */
+     * points checked are kept; which of them a level is at is a select,
+     * not a branch: a tree's levels are at its left or right `yield from`
+     * as the path to the current leaf goes, which no predictor learns. */
     _Py_CODEUNIT *checked_at = NULL, *checked_before = NULL;
-    _Py_CODEUNIT *send = NULL, *send_before = NULL;
-    ember_direct_entry *d = NULL, *d_before = NULL;
+    ember_direct_entry *d_at = NULL, *d_before = NULL;
     PyCodeObject *probed = NULL;
     ember_direct_entry *probed_d = NULL;
     _PyErr_StackItem *exc_info = tstate->exc_info;
@@ -557,24 +558,18 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
     while (n < EMBER_CHAIN_MAX && g->gi_frame_state == FRAME_SUSPENDED_YIELD_FROM) {
         _PyInterpreterFrame *f = &g->gi_iframe;
         _Py_CODEUNIT *ip = f->instr_ptr;
-        if (ip == checked_before) {
-            checked_before = checked_at;
-            checked_at = ip;
-            _Py_CODEUNIT *swap = send;
-            send = send_before;
-            send_before = swap;
-            ember_direct_entry *swap_d = d;
-            d = d_before;
-            d_before = swap_d;
+        ember_direct_entry *d;
+        if (LIKELY((ip == checked_at) | (ip == checked_before))) {
+            d = ip == checked_at ? d_at : d_before;
         }
-        else if (ip != checked_at) {
+        else {
             PyCodeObject *code = _PyFrame_GetCode(f);
             if (code != probed) {
                 probed_d = ember_find_direct(tstate, code);
                 probed = code;
             }
-            ember_direct_entry *ip_d = probed_d;
-            if (ip_d == NULL || ip_d->entries == NULL || ip_d->version != version
+            d = probed_d;
+            if (d == NULL || d->entries == NULL || d->version != version
                 || code->_co_instrumentation_version != version || ember_monitored_locally(code)) {
                 break;
             }
@@ -585,16 +580,16 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
             uint64_t at = (uint64_t)(ip - _PyFrame_GetBytecode(f));
             uint64_t end_send =
                 (uint64_t)(ip_send - _PyFrame_GetBytecode(f)) + 1 + INLINE_CACHE_ENTRIES_SEND + ip_send->op.arg;
-            if (end_send >= ip_d->n_entries || ip_d->entries[at] == 0 || ip_d->entries[end_send] == 0) {
+            if (end_send >= d->n_entries || d->entries[at] == 0 || d->entries[end_send] == 0) {
                 break;
             }
             checked_before = checked_at;
-            send_before = send;
-            d_before = d;
+            d_before = d_at;
             checked_at = ip;
-            send = ip_send;
-            d = ip_d;
+            d_at = d;
         }
+        /* Where delegating_send found it, for a point that passed. */
+        _Py_CODEUNIT *send = ip - 3;
         PyGenObject *delegate = (PyGenObject *)PyStackRef_AsPyObjectBorrow(f->stackpointer[-1]);
         PyGenObject *next = chain_seen[n + 1];
         if (__builtin_expect(next != delegate, 0)) {
