@@ -459,6 +459,10 @@ uint64_t ember_delegations_passed = 0;
  * levels of a chain resumed again and again are mostly the same. */
 static PyGenObject *chain_seen[EMBER_CHAIN_MAX + 1];
 
+/* Code units from a `yield from`/`await` loop's SEND (and its cache) over
+ * the YIELD_VALUE to the RESUME a level is suspended at. */
+#define SEND_TO_RESUME (1 + INLINE_CACHE_ENTRIES_SEND + 1)
+
 /* The SEND of the `yield from`/`await` loop `frame` is suspended in (at the
  * RESUME after its YIELD_VALUE), or NULL when the code there is not that
  * loop as the compiler emits it. */
@@ -480,7 +484,7 @@ delegating_send(_PyInterpreterFrame *frame)
         || ip[1].op.arg != 5) {
         return NULL;
     }
-    _Py_CODEUNIT *send = ip - 3;
+    _Py_CODEUNIT *send = ip - SEND_TO_RESUME;
     if ((send[0].op.code != EMBER_OP_SEND && send[0].op.code != EMBER_OP_SEND_GEN) || send[-1].op.code == EMBER_OP_EXTENDED_ARG) {
         return NULL;
     }
@@ -589,7 +593,7 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
             d_at = d;
         }
         /* Where delegating_send found it, for a point that passed. */
-        _Py_CODEUNIT *send = ip - 3;
+        _Py_CODEUNIT *send = ip - SEND_TO_RESUME;
         PyGenObject *delegate = (PyGenObject *)PyStackRef_AsPyObjectBorrow(f->stackpointer[-1]);
         PyGenObject *next = chain_seen[n + 1];
         if (__builtin_expect(next != delegate, 0)) {
@@ -638,7 +642,7 @@ ember_resume_delegating(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, 
         if (status == PYGEN_NEXT) {
             /* Its YIELD_VALUE: suspended again where it was. */
             _PyInterpreterFrame *f = &lg->gi_iframe;
-            f->instr_ptr = level[n].send + 3;
+            f->instr_ptr = level[n].send + SEND_TO_RESUME;
             lg->gi_frame_state = FRAME_SUSPENDED_YIELD_FROM;
             tstate->exc_info = lg->gi_exc_state.previous_item;
             lg->gi_exc_state.previous_item = NULL;
