@@ -174,7 +174,8 @@ def _check_ember_ran(run: Run, filename: str, expect: set) -> None:
 
 
 def check(source: str, *, configs: list[Config] | None = None, args=(),
-          returncode: int | None = 0, expect_seen=None, timeout: float = 60) -> Run:
+          returncode: int | None = 0, expect_seen=None, timeout: float = 60,
+          ember_runs: list[Run] | None = None) -> Run:
     """Run `source` under stock CPython and each Ember configuration and
     assert identical behaviour. Returns the stock run.
 
@@ -182,6 +183,8 @@ def check(source: str, *, configs: list[Config] | None = None, args=(),
         snippet broken under every interpreter does not pass unnoticed.
     expect_seen: qualnames of the functions each Ember run's stats must show
         called; default: see expected_functions().
+    ember_runs: a list to which each Ember configuration's run (its stats
+        included) is appended, for assertions on what Ember did.
     """
     source = textwrap.dedent(source)
     configs = EMBER_CONFIGS if configs is None else configs
@@ -212,6 +215,8 @@ def check(source: str, *, configs: list[Config] | None = None, args=(),
                 raise AssertionError(
                     f"[{config.name}] differs from stock CPython:\n" + "".join(problems))
             _check_ember_ran(run, path, expect)
+            if ember_runs is not None:
+                ember_runs.append(run)
         return stock
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
