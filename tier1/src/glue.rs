@@ -24,6 +24,25 @@ extern "C" {
     fn ember_code_has_local_events(code: *mut c_void) -> i32;
 }
 
+/// The opcodes the on-stack-replacement entries deal with, looked up by
+/// name once: a lookup by name costs more than scanning a short function.
+#[derive(Clone, Copy)]
+struct OsrOpcodes {
+    enter_executor: Option<u8>,
+    back_edge: [Option<u8>; 3],
+    extended_arg: Option<u8>,
+}
+
+fn osr_opcodes() -> &'static OsrOpcodes {
+    use ember_pyabi::opcodes::by_name;
+    static OPS: std::sync::OnceLock<OsrOpcodes> = std::sync::OnceLock::new();
+    OPS.get_or_init(|| OsrOpcodes {
+        enter_executor: by_name("ENTER_EXECUTOR"),
+        back_edge: [by_name("JUMP_BACKWARD"), by_name("JUMP_BACKWARD_NO_JIT"), by_name("JUMP_BACKWARD_JIT")],
+        extended_arg: by_name("EXTENDED_ARG"),
+    })
+}
+
 /// `units`, a copy of `code`'s code units from its first, as they were
 /// before [`osr_install`]: what the compiler must read.
 ///
@@ -31,7 +50,7 @@ extern "C" {
 /// GIL held; `code` a live code object.
 pub unsafe fn osr_see_through(code: *mut c_void, units: &mut [u16]) {
     use ember_pyabi::opcodes;
-    let enter_executor = opcodes::by_name("ENTER_EXECUTOR");
+    let enter_executor = osr_opcodes().enter_executor;
     let mut i = 0;
     while i < units.len() {
         let mut op = (units[i] & 0xff) as u8;
@@ -74,8 +93,7 @@ pub fn osr_entries() -> u64 {
 pub unsafe fn osr_install(code: *mut c_void, units: &[u16]) -> i32 {
     use ember_pyabi::opcodes;
     let (mut sites, mut opargs) = (Vec::new(), Vec::new());
-    let back_edge = [opcodes::by_name("JUMP_BACKWARD"), opcodes::by_name("JUMP_BACKWARD_NO_JIT"), opcodes::by_name("JUMP_BACKWARD_JIT")];
-    let extended_arg = opcodes::by_name("EXTENDED_ARG");
+    let OsrOpcodes { back_edge, extended_arg, .. } = *osr_opcodes();
     let mut ext: u32 = 0;
     let mut i = 0;
     while i < units.len() {

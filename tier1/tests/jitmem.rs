@@ -114,6 +114,44 @@ fn reuse_after_the_bump_space_is_used() {
 }
 
 #[test]
+fn freed_blocks_are_mapped_afresh_in_one_batch() {
+    // Blocks that ran, freed every other one, then taken again once the
+    // fresh space is used: each runs what was written last (an emulator's
+    // translations of the old code are dropped), the live blocks on the same
+    // pages still run theirs, and the freed span was mapped afresh once for
+    // all of them, not once per block.
+    let arena = Arena::with_backing(vec![0; 64], Backing::Memfd);
+    let mut blocks: Vec<Option<_>> = (0..64u16)
+        .map(|i| {
+            let mut b = arena.alloc(1000).unwrap();
+            b.write(&returns(i)).unwrap();
+            assert_eq!(call(b.addr()), i as u32);
+            Some(b)
+        })
+        .collect();
+    let freed: Vec<u64> = (0..64).step_by(2).map(|i| blocks[i].take().unwrap().addr()).collect();
+    let mut again = Vec::new();
+    for i in 0..32u16 {
+        let mut b = arena.alloc(1000).unwrap();
+        assert!(freed.contains(&b.addr()), "the first chunk is used up: freed blocks are taken");
+        b.write(&returns(900 + i)).unwrap();
+        assert_eq!(call(b.addr()), 900 + i as u32);
+        again.push(b);
+    }
+    assert_eq!(arena.refreshes(), 1, "one mapping afresh for the 32 freed blocks");
+    for (i, b) in blocks.iter().enumerate().filter_map(|(i, b)| b.as_ref().map(|b| (i, b))) {
+        assert_eq!(call(b.addr()), i as u32);
+    }
+    // Freed again: the next reuse maps afresh again.
+    let addr = again.pop().unwrap().addr();
+    let mut b = arena.alloc(1000).unwrap();
+    assert_eq!(b.addr(), addr);
+    b.write(&returns(5000)).unwrap();
+    assert_eq!(call(b.addr()), 5000);
+    assert_eq!(arena.refreshes(), 2);
+}
+
+#[test]
 fn mapped_bytes_follow_live_blocks() {
     let arena = Arena::with_backing(vec![0; 64], Backing::Memfd);
     // Other tests allocate concurrently: compare with a margin.
