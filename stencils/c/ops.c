@@ -582,16 +582,16 @@ EMBER_STENCIL(BINARY_SLICE)
 }
 
 /* (list, unused[oparg-1], v -- list, unused[oparg-1]) */
+/* As the interpreter: the item's reference moves into the list, stored in
+ * place while the list has room (a comprehension's common case). */
 EMBER_STENCIL(LIST_APPEND)
 {
     _PyStackRef v = stack_pointer[-1];
     PyObject *list = BORROW(stack_pointer[-1 - OPARG]);
-    ESCAPE();
-    int err = PyList_Append(list, BORROW(v));
     stack_pointer--;
-    SYNC_SP();
-    PyStackRef_CLOSE(v);
+    int err = _PyList_AppendTakeRef((PyListObject *)list, PyStackRef_AsPyObjectSteal(v));
     if (UNLIKELY(err < 0)) {
+        ESCAPE();
         ERROR();
     }
     CONTINUE();
