@@ -73,8 +73,8 @@ EMBER_STENCIL(BUILD_TEMPLATE)
     PyObject *res = _PyTemplate_Build(BORROW(strings), BORROW(interpolations));
     stack_pointer -= 2;
     SYNC_SP();
-    PyStackRef_CLOSE(interpolations);
-    PyStackRef_CLOSE(strings);
+    CLOSE(interpolations);
+    CLOSE(strings);
     if (UNLIKELY(res == NULL)) {
         ERROR();
     }
@@ -93,7 +93,7 @@ EMBER_STENCIL(BUILD_TEMPLATE)
         int err = CALL;                                                        \
         stack_pointer--;                                                       \
         SYNC_SP();                                                             \
-        PyStackRef_CLOSE(iterable);                                            \
+        CLOSE(iterable);                                            \
         if (UNLIKELY(err < 0)) {                                               \
             ERROR();                                                           \
         }                                                                      \
@@ -116,7 +116,7 @@ EMBER_STENCIL(DICT_MERGE)
     int err = ember_dict_merge(tstate, callable, dict, BORROW(update));
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(update);
+    CLOSE(update);
     if (UNLIKELY(err < 0)) {
         ERROR();
     }
@@ -134,7 +134,7 @@ EMBER_STENCIL(SET_ADD)
      * annotations are added to) to anything: 3.14.10 checks (gh-154902). */
     if (UNLIKELY(!PySet_CheckExact(set))) {
         _PyErr_Format(tstate, PyExc_TypeError, "'%.200s' object is not a set", Py_TYPE(set)->tp_name);
-        PyStackRef_CLOSE(v);
+        CLOSE(v);
         ERROR();
     }
     if (UNLIKELY(_PySet_AddTakeRef((PySetObject *)set, PyStackRef_AsPyObjectSteal(v)) != 0)) {
@@ -283,7 +283,7 @@ EMBER_STENCIL(CONVERT_VALUE)
     PyObject *res = _PyEval_ConversionFuncs[OPARG](BORROW(value));
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(value);
+    CLOSE(value);
     if (UNLIKELY(res == NULL)) {
         ERROR();
     }
@@ -304,7 +304,7 @@ EMBER_STENCIL(FORMAT_SIMPLE)
     PyObject *res = PyObject_Format(value_o, NULL);
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(value);
+    CLOSE(value);
     if (UNLIKELY(res == NULL)) {
         ERROR();
     }
@@ -321,8 +321,8 @@ EMBER_STENCIL(FORMAT_WITH_SPEC)
     PyObject *res = PyObject_Format(BORROW(value), BORROW(spec));
     stack_pointer -= 2;
     SYNC_SP();
-    PyStackRef_CLOSE(value);
-    PyStackRef_CLOSE(spec);
+    CLOSE(value);
+    CLOSE(spec);
     if (UNLIKELY(res == NULL)) {
         ERROR();
     }
@@ -354,8 +354,8 @@ EMBER_STENCIL(DELETE_SUBSCR)
     int err = PyObject_DelItem(BORROW(container), BORROW(sub));
     stack_pointer -= 2;
     SYNC_SP();
-    PyStackRef_CLOSE(container);
-    PyStackRef_CLOSE(sub);
+    CLOSE(container);
+    CLOSE(sub);
     if (UNLIKELY(err < 0)) {
         ERROR();
     }
@@ -496,8 +496,8 @@ EMBER_STENCIL(TO_BOOL_ALWAYS_TRUE)
     do {                                                                       \
         stack_pointer -= 2;                                                    \
         SYNC_SP();                                                             \
-        PyStackRef_CLOSE(lhs);                                                 \
-        PyStackRef_CLOSE(rhs);                                                 \
+        CLOSE(lhs);                                                 \
+        CLOSE(rhs);                                                 \
         if (UNLIKELY((res_o) == NULL)) {                                       \
             ERROR();                                                           \
         }                                                                      \
@@ -551,8 +551,8 @@ EMBER_STENCIL(BINARY_OP_SUBSCR_STR_INT)
             /* The cached one-character strings are immortal. */
             PyObject *res = (PyObject *)&_Py_SINGLETON(strings).ascii[c];
             stack_pointer -= 2;
-            PyStackRef_CLOSE(lhs);
-            PyStackRef_CLOSE(rhs);
+            CLOSE(lhs);
+            CLOSE(rhs);
             stack_pointer[0] = PyStackRef_FromPyObjectBorrow(res);
             stack_pointer++;
             CONTINUE();
@@ -660,9 +660,9 @@ EMBER_STENCIL(MATCH_CLASS)
     PyObject *attrs = _PyEval_MatchClass(tstate, BORROW(subject), BORROW(type), OPARG, BORROW(names));
     stack_pointer -= 3;
     SYNC_SP();
-    PyStackRef_CLOSE(subject);
-    PyStackRef_CLOSE(type);
-    PyStackRef_CLOSE(names);
+    CLOSE(subject);
+    CLOSE(type);
+    CLOSE(names);
     if (attrs != NULL) {
         stack_pointer[0] = PyStackRef_FromPyObjectSteal(attrs);
     }

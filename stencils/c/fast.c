@@ -684,8 +684,8 @@ EMBER_STENCIL(COMPARE_OP_STR)
         int res_ = (CALL);                                                     \
         stack_pointer -= 2;                                                    \
         SYNC_SP();                                                             \
-        PyStackRef_CLOSE(lhs);                                                 \
-        PyStackRef_CLOSE(rhs);                                                 \
+        CLOSE(lhs);                                                 \
+        CLOSE(rhs);                                                 \
         if (UNLIKELY(res_ < 0)) {                                              \
             ERROR();                                                           \
         }                                                                      \
@@ -726,9 +726,9 @@ MISS_HELPER(store_subscr_miss)
     int err = PyObject_SetItem(BORROW(container), BORROW(sub), BORROW(value));
     stack_pointer -= 3;
     SYNC_SP();
-    PyStackRef_CLOSE(value);
-    PyStackRef_CLOSE(container);
-    PyStackRef_CLOSE(sub);
+    CLOSE(value);
+    CLOSE(container);
+    CLOSE(sub);
     if (UNLIKELY(err < 0)) {
         ERROR();
     }
@@ -766,7 +766,7 @@ EMBER_STENCIL(STORE_SUBSCR_DICT)
         ESCAPE();
         int err = _PyDict_SetItem_Take2((PyDictObject *)dict_o, PyStackRef_AsPyObjectSteal(sub),
                                         PyStackRef_AsPyObjectSteal(value));
-        PyStackRef_CLOSE(dict);
+        CLOSE(dict);
         if (UNLIKELY(err != 0)) {
             ERROR();
         }
@@ -871,7 +871,7 @@ EMBER_STENCIL(CALL_TYPE_1)
             PyObject *res = FUNC(BORROW(arg));                                 \
             stack_pointer = base;                                              \
             SYNC_SP();                                                         \
-            PyStackRef_CLOSE(arg);                                             \
+            CLOSE(arg);                                             \
             CALL_RESULT(res);                                                  \
             CALL_CHECK_PERIODIC();                                             \
             CONTINUE();                                                        \
@@ -901,8 +901,8 @@ EMBER_STENCIL(CALL_LEN)
         }
         stack_pointer = base;
         SYNC_SP();
-        PyStackRef_CLOSE(arg);
-        PyStackRef_CLOSE(base[0]);
+        CLOSE(arg);
+        CLOSE(base[0]);
         stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);
         stack_pointer++;
         CALL_CHECK_INSTRUMENTATION();
@@ -970,8 +970,8 @@ EMBER_STENCIL(CALL_BUILTIN_O)
                                                     PyCFunction_GET_SELF(callable_o), BORROW(arg));
         stack_pointer = base;
         SYNC_SP();
-        PyStackRef_CLOSE(arg);
-        PyStackRef_CLOSE(base[0]);
+        CLOSE(arg);
+        CLOSE(base[0]);
         CALL_RESULT(res);
         CALL_CHECK_PERIODIC();
         CONTINUE();

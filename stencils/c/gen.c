@@ -73,12 +73,12 @@ EMBER_STENCIL(SEND)
         }
         stack_pointer--;
         SYNC_SP();
-        PyStackRef_CLOSE(v);
+        CLOSE(v);
         ERROR();
     }
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(v);
+    CLOSE(v);
     stack_pointer[0] = PyStackRef_FromPyObjectSteal(retval);
     stack_pointer++;
     if (status == PYGEN_RETURN) {
@@ -106,7 +106,7 @@ EMBER_STENCIL(GET_AWAITABLE)
     PyObject *iter = _PyEval_GetAwaitable(BORROW(iterable), OPARG);
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(iterable);
+    CLOSE(iterable);
     if (UNLIKELY(iter == NULL)) {
         ERROR();
     }
@@ -123,7 +123,7 @@ EMBER_STENCIL(GET_AITER)
     PyObject *iter = ember_get_aiter(tstate, BORROW(obj));
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(obj);
+    CLOSE(obj);
     if (UNLIKELY(iter == NULL)) {
         ERROR();
     }
@@ -155,10 +155,10 @@ EMBER_STENCIL(END_ASYNC_FOR)
     if (PyErr_GivenExceptionMatches(BORROW(exc), PyExc_StopAsyncIteration)) {
         stack_pointer--;
         SYNC_SP();
-        PyStackRef_CLOSE(exc);
+        CLOSE(exc);
         stack_pointer--;
         SYNC_SP();
-        PyStackRef_CLOSE(awaitable);
+        CLOSE(awaitable);
         CONTINUE();
     }
     _PyErr_SetRaisedException(tstate, Py_NewRef(BORROW(exc)));
@@ -180,9 +180,9 @@ EMBER_STENCIL(CLEANUP_THROW)
         stack_pointer[-2] = PyStackRef_FromPyObjectNew(((PyStopIterationObject *)exc)->value);
         stack_pointer--;
         SYNC_SP();
-        PyStackRef_CLOSE(sub_iter);
-        PyStackRef_CLOSE(last_sent_val);
-        PyStackRef_CLOSE(exc_value);
+        CLOSE(sub_iter);
+        CLOSE(last_sent_val);
+        CLOSE(exc_value);
         CONTINUE();
     }
     _PyErr_SetRaisedException(tstate, Py_NewRef(exc));
@@ -207,7 +207,7 @@ EMBER_STENCIL(GET_YIELD_FROM_ITER)
     }
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(iterable);
+    CLOSE(iterable);
     stack_pointer[0] = PyStackRef_FromPyObjectSteal(iter);
     stack_pointer++;
     CONTINUE();
@@ -222,7 +222,7 @@ EMBER_STENCIL(CALL_INTRINSIC_1)
     PyObject *res = _PyIntrinsics_UnaryFunctions[OPARG].func(tstate, BORROW(value));
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(value);
+    CLOSE(value);
     if (UNLIKELY(res == NULL)) {
         ERROR();
     }

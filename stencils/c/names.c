@@ -139,7 +139,7 @@ EMBER_STENCIL(LOAD_FROM_DICT_OR_DEREF)
     }
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(class_dict);
+    CLOSE(class_dict);
     PUSH(PyStackRef_FromPyObjectSteal(value));
     CONTINUE();
 }
@@ -189,7 +189,7 @@ EMBER_STENCIL(STORE_GLOBAL)
     int err = PyDict_SetItem(frame->f_globals, (PyObject *)OPERAND0, BORROW(v));
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(v);
+    CLOSE(v);
     if (UNLIKELY(err != 0)) {
         ERROR();
     }
@@ -217,7 +217,7 @@ EMBER_STENCIL(LOAD_FROM_DICT_OR_GLOBALS)
     }
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(dict);
+    CLOSE(dict);
     PUSH(PyStackRef_FromPyObjectSteal(v));
     CONTINUE();
 }
@@ -272,8 +272,8 @@ EMBER_STENCIL(IMPORT_NAME)
     PyObject *res = _PyEval_ImportName(tstate, frame, (PyObject *)OPERAND0, BORROW(fromlist), BORROW(level));
     stack_pointer -= 2;
     SYNC_SP();
-    PyStackRef_CLOSE(fromlist);
-    PyStackRef_CLOSE(level);
+    CLOSE(fromlist);
+    CLOSE(level);
     if (UNLIKELY(res == NULL)) {
         ERROR();
     }
@@ -305,7 +305,7 @@ EMBER_STENCIL(MAKE_FUNCTION)
     PyObject *func = PyFunction_New((PyObject *)code, frame->f_globals);
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(codeobj);
+    CLOSE(codeobj);
     if (UNLIKELY(func == NULL)) {
         ERROR();
     }
@@ -373,8 +373,8 @@ EMBER_STENCIL(CALL_INTRINSIC_2)
     PyObject *res = _PyIntrinsics_BinaryFunctions[OPARG].func(tstate, BORROW(value2), BORROW(value1));
     stack_pointer -= 2;
     SYNC_SP();
-    PyStackRef_CLOSE(value1);
-    PyStackRef_CLOSE(value2);
+    CLOSE(value1);
+    CLOSE(value2);
     if (UNLIKELY(res == NULL)) {
         ERROR();
     }
@@ -392,7 +392,7 @@ EMBER_STENCIL(DELETE_ATTR)
     int err = PyObject_DelAttr(BORROW(owner), (PyObject *)OPERAND0);
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(owner);
+    CLOSE(owner);
     if (UNLIKELY(err != 0)) {
         ERROR();
     }
@@ -432,9 +432,9 @@ EMBER_STENCIL(LOAD_SUPER_ATTR_ATTR)
         attr = _PySuper_Lookup((PyTypeObject *)BORROW(class), BORROW(self), name, NULL);
         stack_pointer = base;
         SYNC_SP();
-        PyStackRef_CLOSE(self);
-        PyStackRef_CLOSE(class);
-        PyStackRef_CLOSE(global_super);
+        CLOSE(self);
+        CLOSE(class);
+        CLOSE(global_super);
     }
     else {
         ADAPTIVE_MISS();
@@ -476,8 +476,8 @@ EMBER_STENCIL(LOAD_SUPER_ATTR_METHOD)
     /* attr, then self (method_found) or NULL, over the three inputs. */
     stack_pointer = base;
     SYNC_SP();
-    PyStackRef_CLOSE(class);
-    PyStackRef_CLOSE(global_super);
+    CLOSE(class);
+    CLOSE(global_super);
     base[0] = PyStackRef_FromPyObjectSteal(attr);
     if (method_found) {
         base[1] = self;
@@ -487,7 +487,7 @@ EMBER_STENCIL(LOAD_SUPER_ATTR_METHOD)
         base[1] = PyStackRef_NULL;
         stack_pointer = base + 2;
         SYNC_SP();
-        PyStackRef_CLOSE(self);
+        CLOSE(self);
     }
     CONTINUE();
 }

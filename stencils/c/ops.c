@@ -7,8 +7,8 @@
     do {                                                \
         stack_pointer -= 2;                             \
         SYNC_SP();                                      \
-        PyStackRef_CLOSE(lhs);                          \
-        PyStackRef_CLOSE(rhs);                          \
+        CLOSE(lhs);                          \
+        CLOSE(rhs);                          \
         if (UNLIKELY((res_o) == NULL)) {                \
             ERROR();                                    \
         }                                               \
@@ -220,8 +220,8 @@ EMBER_STENCIL(BINARY_OP_SUBSCR_LIST_INT)
         PyObject *res = PyObject_RichCompare(BORROW(lhs), BORROW(rhs), (oparg) >> 5); \
         stack_pointer -= 2;                                                \
         SYNC_SP();                                                         \
-        PyStackRef_CLOSE(lhs);                                             \
-        PyStackRef_CLOSE(rhs);                                             \
+        CLOSE(lhs);                                             \
+        CLOSE(rhs);                                             \
         if (UNLIKELY(res == NULL)) {                                       \
             ERROR();                                                       \
         }                                                                  \
@@ -304,7 +304,7 @@ EMBER_STENCIL(UNARY_NOT)
         PyObject *res = FUNC(BORROW(value));              \
         stack_pointer--;                                  \
         SYNC_SP();                                        \
-        PyStackRef_CLOSE(value);                          \
+        CLOSE(value);                          \
         if (UNLIKELY(res == NULL)) {                      \
             ERROR();                                      \
         }                                                 \
@@ -336,8 +336,8 @@ EMBER_STENCIL(CONTAINS_OP)
     int res = PySequence_Contains(BORROW(rhs), BORROW(lhs));
     stack_pointer -= 2;
     SYNC_SP();
-    PyStackRef_CLOSE(lhs);
-    PyStackRef_CLOSE(rhs);
+    CLOSE(lhs);
+    CLOSE(rhs);
     if (UNLIKELY(res < 0)) {
         ERROR();
     }
@@ -373,7 +373,7 @@ EMBER_STENCIL(LOAD_ATTR)
         }
         stack_pointer--;
         SYNC_SP();
-        PyStackRef_CLOSE(owner);
+        CLOSE(owner);
         if (UNLIKELY(meth == NULL)) {
             ERROR();
         }
@@ -385,7 +385,7 @@ EMBER_STENCIL(LOAD_ATTR)
     PyObject *attr = PyObject_GetAttr(BORROW(owner), name);
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(owner);
+    CLOSE(owner);
     if (UNLIKELY(attr == NULL)) {
         ERROR();
     }
@@ -403,8 +403,8 @@ EMBER_STENCIL(STORE_ATTR)
     int err = PyObject_SetAttr(BORROW(owner), (PyObject *)OPERAND0, BORROW(value));
     stack_pointer -= 2;
     SYNC_SP();
-    PyStackRef_CLOSE(value);
-    PyStackRef_CLOSE(owner);
+    CLOSE(value);
+    CLOSE(owner);
     if (UNLIKELY(err < 0)) {
         ERROR();
     }
@@ -420,9 +420,9 @@ EMBER_STENCIL(STORE_SUBSCR)
     int err = PyObject_SetItem(BORROW(container), BORROW(key), BORROW(value));
     stack_pointer -= 3;
     SYNC_SP();
-    PyStackRef_CLOSE(value);
-    PyStackRef_CLOSE(container);
-    PyStackRef_CLOSE(key);
+    CLOSE(value);
+    CLOSE(container);
+    CLOSE(key);
     if (UNLIKELY(err < 0)) {
         ERROR();
     }
@@ -436,7 +436,7 @@ EMBER_STENCIL(GET_ITER)
     PyObject *iter = PyObject_GetIter(BORROW(iterable));
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(iterable);
+    CLOSE(iterable);
     if (UNLIKELY(iter == NULL)) {
         ERROR();
     }
@@ -557,22 +557,12 @@ EMBER_STENCIL(CALL_KW)
 BUILD_SEQ(BUILD_TUPLE, ember_build_tuple)
 BUILD_SEQ(BUILD_LIST, ember_build_list)
 
-/* (container, start, stop -- res) */
+/* (container, start, stop -- res); out of line (glue.c). */
 EMBER_STENCIL(BINARY_SLICE)
 {
-    _PyStackRef container = stack_pointer[-3], start = stack_pointer[-2], stop = stack_pointer[-1];
     ESCAPE();
-    PyObject *slice = PySlice_New(BORROW(start), BORROW(stop), NULL);
-    PyObject *res = NULL;
-    if (slice != NULL) {
-        res = PyObject_GetItem(BORROW(container), slice);
-        Py_DECREF(slice);
-    }
+    PyObject *res = ember_binary_slice(frame, stack_pointer - 3);
     stack_pointer -= 3;
-    SYNC_SP();
-    PyStackRef_CLOSE(container);
-    PyStackRef_CLOSE(start);
-    PyStackRef_CLOSE(stop);
     if (UNLIKELY(res == NULL)) {
         ERROR();
     }
@@ -639,7 +629,7 @@ EMBER_STENCIL(CHECK_EXC_MATCH)
     int res = PyErr_GivenExceptionMatches(BORROW(left), BORROW(right));
     stack_pointer--;
     SYNC_SP();
-    PyStackRef_CLOSE(right);
+    CLOSE(right);
     stack_pointer[0] = res ? PyStackRef_True : PyStackRef_False;
     stack_pointer++;
     CONTINUE();
@@ -777,7 +767,7 @@ EMBER_STENCIL(CALL_BOUND_METHOD_EXACT_ARGS)
         base[1] = PyStackRef_FromPyObjectNew(self);
         _PyStackRef method = base[0];
         base[0] = PyStackRef_FromPyObjectNew(func);
-        PyStackRef_CLOSE(method);
+        CLOSE(method);
         res = ember_push_and_run(tstate, frame, base, base[0], base + 1, oparg + 1);
     }
     else {
