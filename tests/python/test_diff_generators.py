@@ -1766,3 +1766,83 @@ def test_generators_made_without_running_their_code(ember_on):
         assert ember.stats()["global"]["tier1"]["generators_made"] == made
     finally:
         sys.set_coroutine_origin_tracking_depth(0)
+
+
+def test_generators_with_free_variables_made_from_compiled_code():
+    # A generator expression that uses its caller's locals (most do) starts
+    # with COPY_FREE_VARS before RETURN_GENERATOR; compiled callers make it
+    # without running that code, the cells copied into its frame. What it
+    # sees must be the interpreter's: the cells themselves (rebinding after
+    # creation shows), its frame's locals, errors with their lines, and a
+    # generator function with cells of its own (MAKE_CELL: the usual path).
+    runs = []
+    check(_FREE_VARIABLE_GENERATORS, ember_runs=runs)
+    eager = next(r for r in runs if r.config.name == "tier1-eager")
+    assert eager.stats["global"]["tier1"]["generators_made"] > 1500
+
+
+_FREE_VARIABLE_GENERATORS = """
+        import sys
+
+        def shifted(vec, cols):
+            return sorted(set(vec[i] + i for i in cols))
+
+        def rebinding(n):
+            x = 1
+            g = (x * i for i in range(n))
+            x = 10
+            return list(g)
+
+        def frame_view(pool):
+            g = (pool[i] for i in range(2))
+            before = sorted(g.gi_frame.f_locals)
+            first = next(g)
+            return before, first, sorted(g.gi_frame.f_locals), g.gi_frame.f_lineno
+
+        def failing(pool):
+            g = (pool[i] for i in range(3))
+            try:
+                return list(g)
+            except IndexError as e:
+                tb = e.__traceback__
+                lines = []
+                while tb is not None:
+                    lines.append((tb.tb_frame.f_code.co_name, tb.tb_lineno))
+                    tb = tb.tb_next
+                return "IndexError", lines
+
+        def outer(a, b):
+            def gen(k):
+                yield a + k
+                yield b * k
+            return [list(gen(k)) for k in range(3)]
+
+        def with_cell(a):
+            def gen():
+                y = a
+                yield (lambda: y)()
+                yield a
+            return list(gen())
+
+        def nested(rows):
+            return [tuple(r[j] * j for j in range(len(r))) for r in rows]
+
+        def make(h):
+            # Twenty generators sharing the cell of h.
+            return [(h for _ in range(1)) for _ in range(20)]
+
+        def refs():
+            # The cell holds h once; it dies with the last generator.
+            held = object()
+            before = sys.getrefcount(held)
+            gens = make(held)
+            during = sys.getrefcount(held) - before
+            firsts = [next(g) is held for g in gens[:5]]
+            del gens
+            return during, all(firsts), sys.getrefcount(held) - before
+
+        for _ in range(200):
+            r = (shifted((3, 1, 4, 1, 5, 2, 6, 0), range(8)), rebinding(3), frame_view([7, 8]),
+                 failing([1, 2]), outer(2, 3), with_cell(5), nested([(1, 2), (3, 4, 5)]), refs())
+        print(r)
+    """

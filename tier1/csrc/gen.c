@@ -197,7 +197,8 @@ uint64_t ember_generators_made = 0;
 /* A call from compiled code (glue.c's ember_call_py, for a function that
  * simple_positional_shape accepts; CALL_PY_EXACT_ARGS) of a generator,
  * coroutine or async generator function whose code starts with
- * RETURN_GENERATOR: what the call and that instruction come to (the frame
+ * RETURN_GENERATOR (after COPY_FREE_VARS, if it has free variables): what
+ * the call and those instructions come to (the frame
  * pushed, then copied into a new generator and popped), with the frame
  * initialised in the generator at once. NULL, having touched nothing,
  * where the evaluator would not just count the call and enter compiled
@@ -212,8 +213,14 @@ ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args,
 {
     PyFunctionObject *f = (PyFunctionObject *)PyStackRef_AsPyObjectBorrow(func);
     PyCodeObject *code = (PyCodeObject *)f->func_code;
-    /* The callers have checked co_flags (a generator-like function). */
-    if (_PyCode_CODE(code)[0].op.code != EMBER_OP_RETURN_GENERATOR || tstate->coroutine_origin_tracking_depth != 0) {
+    /* The callers have checked co_flags (a generator-like function). Its
+     * code starts with RETURN_GENERATOR, or, for one with free variables (a
+     * generator expression using the caller's locals, as most do), with
+     * COPY_FREE_VARS then RETURN_GENERATOR. */
+    _Py_CODEUNIT *units = _PyCode_CODE(code);
+    int copies_free_vars = units[0].op.code == EMBER_OP_COPY_FREE_VARS;
+    if (units[copies_free_vars].op.code != EMBER_OP_RETURN_GENERATOR || tstate->coroutine_origin_tracking_depth != 0
+        || (copies_free_vars && (units[0].op.arg != code->co_nfreevars || f->func_closure == NULL))) {
         return NULL;
     }
     ember_direct_entry *d = known != NULL ? (ember_direct_enterable(known, code) ? known : NULL)
@@ -244,7 +251,15 @@ ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args,
             gf->localsplus[i] = PyStackRef_FromPyObjectNew(PyTuple_GET_ITEM(defaults, ndefaults - argcount + i));
         }
     }
-    gf->instr_ptr++;
+    if (copies_free_vars) {
+        /* What COPY_FREE_VARS does: the closure's cells, after the locals. */
+        int offset = code->co_nlocalsplus - code->co_nfreevars;
+        for (int i = 0; i < code->co_nfreevars; i++) {
+            gf->localsplus[offset + i] = PyStackRef_FromPyObjectNew(PyTuple_GET_ITEM(f->func_closure, i));
+        }
+    }
+    /* Past RETURN_GENERATOR, as it leaves the frame. */
+    gf->instr_ptr = units + copies_free_vars + 1;
     gf->owner = FRAME_OWNED_BY_GENERATOR;
     gen->gi_frame_state = FRAME_CREATED;
     return (PyObject *)gen;
