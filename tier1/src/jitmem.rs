@@ -32,12 +32,13 @@
 //! every write anyway, but emulators (qemu-user) cache translations of guest
 //! code per page and drop them only when the page's mapping or protection
 //! changes, not when a file behind it is written. A memfd region maps afresh
-//! in batches: the span of every block freed since its last refresh, at once,
-//! when a block is taken from that span. Once per reused block, that `mmap`
-//! (about 4 us on the development VM) made compiling the median stdlib
-//! function into freed memory 2.3 times as slow as into fresh memory. Live
-//! code in the span is mapped afresh with it, which changes nothing but its
-//! next page faults.
+//! in batches: blocks freed since its last refresh wait (unused) until they
+//! add up to `STALE_BATCH` bytes, or until the region cannot grow, and then
+//! the span of them all is mapped afresh at once and they join the freed
+//! ranges. Once per reused block, that `mmap` (about 4 us on the development
+//! VM) made compiling the median stdlib function into freed memory 2.3
+//! times as slow as into fresh memory. Live code in the span is mapped afresh
+//! with it, which changes nothing but its next page faults.
 //!
 //! After `fork`, a memfd region is shared by parent and child: the child
 //! never writes to the regions it inherited (it makes its own), and the
@@ -74,6 +75,8 @@ pub const REGION_SIZE: usize = 1 << 30;
 pub const BLOCK_ALIGN: usize = 16;
 const FIRST_CHUNK: usize = 64 << 10;
 const MAX_CHUNK: usize = 2 << 20;
+/// Freed bytes of a memfd region that are mapped afresh (and reused) together.
+const STALE_BATCH: usize = 16 << 10;
 
 mod sys {
     use super::*;
@@ -184,9 +187,10 @@ struct Region {
     chunk: usize,
     /// Freed ranges (offset -> length), coalesced, and the same by size.
     free: BTreeMap<usize, usize>,
-    /// The span (start, end) of the blocks freed since the region was last
-    /// mapped afresh (memfd; see the module documentation).
-    stale: Option<(usize, usize)>,
+    /// Blocks freed since the region was last mapped afresh, not yet among
+    /// the freed ranges (memfd; see the module documentation), and their bytes.
+    stale: Vec<(usize, usize)>,
+    stale_bytes: usize,
     free_by_size: BTreeSet<(usize, usize)>,
     /// A write failed: take no more blocks from it.
     broken: bool,
@@ -244,6 +248,19 @@ impl Region {
         unsafe { sys::fallocate(self.fd, 0, self.allocated as i64, (new_end - self.allocated) as i64) };
         self.allocated = new_end;
         self.chunk = (self.chunk * 2).min(MAX_CHUNK);
+    }
+
+    /// Maps the span of the blocks freed since the last refresh afresh, and
+    /// makes them freed ranges that blocks may be taken from.
+    fn refresh_stale(&mut self) -> io::Result<()> {
+        let start = self.stale.iter().map(|&(off, _)| off).min().unwrap_or(0);
+        let end = self.stale.iter().map(|&(off, len)| off + len).max().unwrap_or(0);
+        self.refresh(start, end - start)?;
+        for (off, len) in std::mem::take(&mut self.stale) {
+            self.add_free(off, len);
+        }
+        self.stale_bytes = 0;
+        Ok(())
     }
 
     /// Memory that may have held code which ran: drop every cached
@@ -353,15 +370,14 @@ impl Arena {
                 return Ok(self.block(i, r, off, len));
             }
             if let Some(off) = r.take_free(len) {
-                if let Some((start, end)) = r.stale.filter(|&(start, end)| off < end && start < off + len) {
-                    if let Err(e) = r.refresh(start, end - start) {
-                        r.add_free(off, len);
-                        return Err(e);
-                    }
-                    r.stale = None;
-                    self.refreshes.fetch_add(1, Ordering::Relaxed);
-                }
                 return Ok(self.block(i, r, off, len));
+            }
+            if !r.stale.is_empty() && (r.stale_bytes >= STALE_BATCH || r.bump + len > REGION_SIZE) {
+                r.refresh_stale()?;
+                self.refreshes.fetch_add(1, Ordering::Relaxed);
+                if let Some(off) = r.take_free(len) {
+                    return Ok(self.block(i, r, off, len));
+                }
             }
             if r.bump + len <= REGION_SIZE {
                 let off = r.bump;
@@ -456,7 +472,8 @@ impl Arena {
                 allocated: 0,
                 chunk: FIRST_CHUNK,
                 free: BTreeMap::new(),
-                stale: None,
+                stale: Vec::new(),
+                stale_bytes: 0,
                 free_by_size: BTreeSet::new(),
                 broken: false,
             };
@@ -506,7 +523,8 @@ impl Arena {
                 allocated: REGION_SIZE,
                 chunk: 0,
                 free: BTreeMap::new(),
-                stale: None,
+                stale: Vec::new(),
+                stale_bytes: 0,
                 free_by_size: BTreeSet::new(),
                 broken: false,
             })
@@ -526,8 +544,9 @@ impl Arena {
                 if b.epoch != FORK_EPOCH.load(Ordering::Relaxed) {
                     return;
                 }
-                let (start, end) = (b.off, b.off + b.len);
-                r.stale = Some(r.stale.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
+                r.stale.push((b.off, b.len));
+                r.stale_bytes += b.len;
+                return;
             }
             Backing::Anon => unsafe {
                 let p = (r.base as usize + b.off) as *mut c_void;

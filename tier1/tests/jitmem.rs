@@ -142,12 +142,29 @@ fn freed_blocks_are_mapped_afresh_in_one_batch() {
     for (i, b) in blocks.iter().enumerate().filter_map(|(i, b)| b.as_ref().map(|b| (i, b))) {
         assert_eq!(call(b.addr()), i as u32);
     }
-    // Freed again: the next reuse maps afresh again.
-    let addr = again.pop().unwrap().addr();
+    // One block freed alone waits for others: the region grows instead of
+    // mapping afresh for it. Freed with enough others, it is reused.
+    let first = again.pop().unwrap().addr();
     let mut b = arena.alloc(1000).unwrap();
-    assert_eq!(b.addr(), addr);
+    assert_ne!(b.addr(), first);
     b.write(&returns(5000)).unwrap();
     assert_eq!(call(b.addr()), 5000);
+    assert_eq!(arena.refreshes(), 1);
+    let mut freed: Vec<u64> = again.drain(..20).map(|b| b.addr()).collect();
+    freed.push(first);
+    // Use up the fresh space, then the freed blocks come back, mapped afresh once.
+    let mut fresh = Vec::new();
+    let reused = loop {
+        let mut b = arena.alloc(1000).unwrap();
+        b.write(&returns(6000)).unwrap();
+        assert_eq!(call(b.addr()), 6000);
+        if freed.contains(&b.addr()) {
+            break b;
+        }
+        fresh.push(b);
+        assert!(fresh.len() < 1000, "freed blocks never reused");
+    };
+    assert_eq!(call(reused.addr()), 6000);
     assert_eq!(arena.refreshes(), 2);
 }
 
