@@ -17,7 +17,8 @@ fresh process per compiler compiles each function once:
   and publishing the code), the part of it spent publishing (`publish_ns`:
   making the code executable without ever mapping it writable, a `pwrite`
   into the arena's file), the rest (the compiler proper), and the wall time
-  of the call; bytecode instructions and machine-code bytes as tier 1
+  of the call; `compile_ns` again for copies of the functions compiled
+  into memory that other copies' code occupied and freed; bytecode instructions and machine-code bytes as tier 1
   counts them, and the part of those bytes on the instructions' common
   paths (`hot_bytes`: what a loop runs through; the rare paths follow);
   refusals by reason;
@@ -160,7 +161,23 @@ def run_ember(funcs) -> dict:
                      "code_bytes": code_bytes, "hot_bytes": hot_bytes, "compile_ns": compile_ns,
                      "publish_ns": publish_ns,
                      "unpublished_ns": compile_ns - publish_ns, "wall_ns": wall})
-    return {"rows": rows, "refused": refused}
+    # Into freed memory: copies of the code objects compiled and dropped
+    # (their code freed), then other copies compiled into what they left,
+    # as when a program's code objects die and new ones are compiled.
+    compiled = [(key, code) for key, code, _f, _g in funcs if E._tier1_info(code) is not None]
+    copies = [code.replace() for _, code in compiled]
+    for c in copies:
+        E._compile(c)
+    del copies
+    reuse_rows = []
+    for key, code in compiled:
+        c = code.replace()
+        E._compile(c)
+        info = E._tier1_info(c)
+        if info is not None:
+            reuse_rows.append({"function": key, "instructions": n_instructions(c), "code_bytes": info[1],
+                               "compile_ns": info[2], "publish_ns": info[3]})
+    return {"rows": rows, "refused": refused, "reuse_rows": reuse_rows}
 
 
 def as_function(code, func, globs):
@@ -276,7 +293,9 @@ def main() -> int:
                "ember_publish_ns": row("Ember tier 1: of which publishing (publish_ns)", ember, "publish_ns"),
                "ember_unpublished_ns": row("Ember tier 1: the rest (compile_ns - publish_ns)", ember,
                                            "unpublished_ns"),
-               "ember_wall": row("Ember tier 1 (wall, `_compile` call)", ember, "wall_ns")}
+               "ember_wall": row("Ember tier 1 (wall, `_compile` call)", ember, "wall_ns"),
+               "ember_reuse_compile_ns": row("Ember tier 1 into freed memory (compile_ns)", ember, "compile_ns",
+                                             ember["reuse_rows"])}
     s = summary["ember_compile_ns"]
     table.append(f"\nEmber tier 1's common paths (hot_bytes: the code before the instructions' rare paths, "
                  f"which follow it): {s['hot_bytes_per_instruction']:.1f} bytes / instruction (all), "
