@@ -1774,7 +1774,8 @@ def test_generators_with_free_variables_made_from_compiled_code():
     # without running that code, the cells copied into its frame. What it
     # sees must be the interpreter's: the cells themselves (rebinding after
     # creation shows), its frame's locals, errors with their lines, and a
-    # generator function with cells of its own (MAKE_CELL: the usual path).
+    # generator function with cells of its own (MAKE_CELL: the usual path);
+    # coroutines and async generators with free variables as well.
     runs = []
     check(_FREE_VARIABLE_GENERATORS, ember_runs=runs)
     eager = next(r for r in runs if r.config.name == "tier1-eager")
@@ -1827,6 +1828,23 @@ _FREE_VARIABLE_GENERATORS = """
         def nested(rows):
             return [tuple(r[j] * j for j in range(len(r))) for r in rows]
 
+        def run_coro(c):
+            try:
+                c.send(None)
+            except StopIteration as e:
+                return e.value
+
+        async def coroutines(a):
+            async def inner(k):
+                return a + k
+            return [await inner(k) for k in range(3)]
+
+        async def async_generators(a):
+            async def agen(k):
+                yield a * k
+                yield a + k
+            return [x async for x in agen(3)]
+
         def make(h):
             # Twenty generators sharing the cell of h.
             return [(h for _ in range(1)) for _ in range(20)]
@@ -1843,6 +1861,7 @@ _FREE_VARIABLE_GENERATORS = """
 
         for _ in range(200):
             r = (shifted((3, 1, 4, 1, 5, 2, 6, 0), range(8)), rebinding(3), frame_view([7, 8]),
-                 failing([1, 2]), outer(2, 3), with_cell(5), nested([(1, 2), (3, 4, 5)]), refs())
+                 failing([1, 2]), outer(2, 3), with_cell(5), nested([(1, 2), (3, 4, 5)]), refs(),
+                 run_coro(coroutines(2)), run_coro(async_generators(4)))
         print(r)
     """
