@@ -462,8 +462,9 @@ PyObject *ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStack
 PyObject *ember_iternext(PyThreadState *tstate, PyObject *it);
 /* Build from n stack items, which they consume, also on failure. */
 PyObject *ember_build_tuple(_PyStackRef *items, int n);
-PyObject *ember_binary_slice(_PyInterpreterFrame *frame, _PyStackRef *items);
 PyObject *ember_build_list(_PyStackRef *items, int n);
+/* BINARY_SLICE of the three items at `items`, which it consumes. */
+PyObject *ember_binary_slice(_PyInterpreterFrame *frame, _PyStackRef *items);
 
 /* Quickening as the interpreter does it, so that code compiled before the
  * interpreter ever ran it still gets specialised (and later recompiled with

@@ -187,11 +187,11 @@ struct Region {
     chunk: usize,
     /// Freed ranges (offset -> length), coalesced, and the same by size.
     free: BTreeMap<usize, usize>,
+    free_by_size: BTreeSet<(usize, usize)>,
     /// Blocks freed since the region was last mapped afresh, not yet among
     /// the freed ranges (memfd; see the module documentation), and their bytes.
     stale: Vec<(usize, usize)>,
     stale_bytes: usize,
-    free_by_size: BTreeSet<(usize, usize)>,
     /// A write failed: take no more blocks from it.
     broken: bool,
 }
@@ -472,9 +472,9 @@ impl Arena {
                 allocated: 0,
                 chunk: FIRST_CHUNK,
                 free: BTreeMap::new(),
+                free_by_size: BTreeSet::new(),
                 stale: Vec::new(),
                 stale_bytes: 0,
-                free_by_size: BTreeSet::new(),
                 broken: false,
             };
             r.allocate(r.header);
@@ -523,9 +523,9 @@ impl Arena {
                 allocated: REGION_SIZE,
                 chunk: 0,
                 free: BTreeMap::new(),
+                free_by_size: BTreeSet::new(),
                 stale: Vec::new(),
                 stale_bytes: 0,
-                free_by_size: BTreeSet::new(),
                 broken: false,
             })
         }
