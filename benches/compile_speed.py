@@ -146,7 +146,7 @@ def n_instructions(code) -> int:
 def run_ember(funcs) -> dict:
     import ember._ember as E
 
-    rows, refused = [], {}
+    rows, refused, compiled = [], {}, []
     for key, code, _func, _globs in funcs:
         t0 = time.perf_counter_ns()
         why = E._compile(code)
@@ -161,21 +161,21 @@ def run_ember(funcs) -> dict:
                      "code_bytes": code_bytes, "hot_bytes": hot_bytes, "compile_ns": compile_ns,
                      "publish_ns": publish_ns,
                      "unpublished_ns": compile_ns - publish_ns, "wall_ns": wall})
+        compiled.append((key, code, rows[-1]["instructions"]))
     # Into freed memory: copies of the code objects compiled and dropped
     # (their code freed), then other copies compiled into what they left,
     # as when a program's code objects die and new ones are compiled.
-    compiled = [(key, code) for key, code, _f, _g in funcs if E._tier1_info(code) is not None]
-    copies = [code.replace() for _, code in compiled]
+    copies = [code.replace() for _, code, _ in compiled]
     for c in copies:
         E._compile(c)
     del copies
     reuse_rows = []
-    for key, code in compiled:
+    for key, code, n in compiled:
         c = code.replace()
         E._compile(c)
         info = E._tier1_info(c)
         if info is not None:
-            reuse_rows.append({"function": key, "instructions": n_instructions(c), "code_bytes": info[1],
+            reuse_rows.append({"function": key, "instructions": n, "code_bytes": info[1],
                                "compile_ns": info[2], "publish_ns": info[3]})
     return {"rows": rows, "refused": refused, "reuse_rows": reuse_rows}
 

@@ -162,23 +162,19 @@ ember_new_ref(PyObject *obj)
 #else
 #  define EMBER_LIKELY_OWNED(x) __builtin_expect(!!(x), 1)
 #endif
-#define CLOSE_ESCAPING(REF)                                                      \
-    do {                                                                         \
-        _PyStackRef ref_ = (REF);                                                \
-        if (EMBER_LIKELY_OWNED(PyStackRef_RefcountOnObject(ref_))) {             \
-            DECREF_MORTAL_THEN(BITS_TO_PTR(ref_), ESCAPE());                     \
-        }                                                                        \
-    } while (0)
+#define CLOSE_ESCAPING(REF) CLOSE_THEN(REF, ESCAPE())
 /* PyStackRef_CLOSE(REF) with the deallocation off the common path (the
  * interpreter's own has no branch hint: clang laid each close's call of
  * _Py_Dealloc on the common path, about 10 bytes of code per close between
  * the instructions a loop runs). For a stencil that has stored the frame
  * state already, or needs none stored. */
-#define CLOSE(REF)                                                               \
+#define CLOSE(REF) CLOSE_THEN(REF, (void)0)
+/* Both: BEFORE_FREE done only when the object is about to be freed. */
+#define CLOSE_THEN(REF, BEFORE_FREE)                                             \
     do {                                                                         \
         _PyStackRef ref_ = (REF);                                                \
         if (EMBER_LIKELY_OWNED(PyStackRef_RefcountOnObject(ref_))) {             \
-            DECREF_MORTAL_THEN(BITS_TO_PTR(ref_), (void)0);                      \
+            DECREF_MORTAL_THEN(BITS_TO_PTR(ref_), BEFORE_FREE);                  \
         }                                                                        \
     } while (0)
 /* PyStackRef_CLOSE_SPECIALIZED(REF, DEALLOC) of an exact int, float or str

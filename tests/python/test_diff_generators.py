@@ -1545,11 +1545,17 @@ def test_yield_from_chains_that_change_between_resumptions():
     # chain growing and shrinking, a depth where a generator was and now an
     # iterator is, generators freed between resumptions) must each be
     # walked as they are.
-    runs = []
-    check(_CHANGING_CHAINS, ember_runs=runs)
+    tier1 = _checked_eager_tier1(_CHANGING_CHAINS)
     # And they were passed through, not left to the interpreter.
+    assert tier1["delegations_passed"] > 1000
+
+
+def _checked_eager_tier1(source):
+    """check(source), then the tier-1 counters of its tier1-eager run."""
+    runs = []
+    check(source, ember_runs=runs)
     eager = next(r for r in runs if r.config.name == "tier1-eager")
-    assert eager.stats["global"]["tier1"]["delegations_passed"] > 1000
+    return eager.stats["global"]["tier1"]
 
 
 _CHANGING_CHAINS = """
@@ -1776,10 +1782,7 @@ def test_generators_with_free_variables_made_from_compiled_code():
     # creation shows), its frame's locals, errors with their lines, and a
     # generator function with cells of its own (MAKE_CELL: the usual path);
     # coroutines and async generators with free variables as well.
-    runs = []
-    check(_FREE_VARIABLE_GENERATORS, ember_runs=runs)
-    eager = next(r for r in runs if r.config.name == "tier1-eager")
-    assert eager.stats["global"]["tier1"]["generators_made"] > 1500
+    assert _checked_eager_tier1(_FREE_VARIABLE_GENERATORS)["generators_made"] > 1500
 
 
 _FREE_VARIABLE_GENERATORS = """

@@ -152,7 +152,7 @@ pub struct Instr {
 
 const FIRST_INSTRUMENTED: u8 = 234;
 
-fn extended_arg() -> Option<u8> {
+pub(crate) fn extended_arg() -> Option<u8> {
     static OP: std::sync::OnceLock<Option<u8>> = std::sync::OnceLock::new();
     *OP.get_or_init(|| opcodes::by_name("EXTENDED_ARG"))
 }

@@ -30,7 +30,6 @@ extern "C" {
 struct OsrOpcodes {
     enter_executor: Option<u8>,
     back_edge: [Option<u8>; 3],
-    extended_arg: Option<u8>,
 }
 
 fn osr_opcodes() -> &'static OsrOpcodes {
@@ -39,7 +38,6 @@ fn osr_opcodes() -> &'static OsrOpcodes {
     OPS.get_or_init(|| OsrOpcodes {
         enter_executor: by_name("ENTER_EXECUTOR"),
         back_edge: [by_name("JUMP_BACKWARD"), by_name("JUMP_BACKWARD_NO_JIT"), by_name("JUMP_BACKWARD_JIT")],
-        extended_arg: by_name("EXTENDED_ARG"),
     })
 }
 
@@ -93,7 +91,8 @@ pub fn osr_entries() -> u64 {
 pub unsafe fn osr_install(code: *mut c_void, units: &[u16]) -> i32 {
     use ember_pyabi::opcodes;
     let (mut sites, mut opargs) = (Vec::new(), Vec::new());
-    let OsrOpcodes { back_edge, extended_arg, .. } = *osr_opcodes();
+    let back_edge = osr_opcodes().back_edge;
+    let extended_arg = crate::compile::extended_arg();
     let mut ext: u32 = 0;
     let mut i = 0;
     while i < units.len() {
