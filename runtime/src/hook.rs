@@ -12,7 +12,7 @@ use ember_pyabi::current::{self as abi, EvalFrameFn, InterpreterFrame, PyThreadS
 use pyo3::ffi;
 
 use ember_profiler::Tier;
-use ember_tier1::glue::ember_run;
+use ember_tier1::glue::{ember_resume, ember_run};
 
 use crate::jit;
 use crate::records::{self, state};
@@ -72,7 +72,7 @@ pub unsafe extern "C" fn ember_eval_frame(
                     let entry = *r.direct.entries.add(index);
                     if entry != 0 {
                         r.profile.resumes += 1;
-                        return ember_run(tstate, frame as *mut c_void, entry) as *mut abi::PyObject;
+                        return ember_resume(tstate, frame as *mut c_void, entry) as *mut abi::PyObject;
                     }
                 }
             }

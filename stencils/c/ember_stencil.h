@@ -454,8 +454,10 @@ PyObject *ember_call_site(PyThreadState *tstate, _PyInterpreterFrame *frame, _Py
 struct ember_direct_entry;
 PyObject *ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStackRef *args, int total,
                                struct ember_direct_entry *known);
-/* next(it) for FOR_ITER; a generator is resumed directly (tier1/csrc/gen.c). */
-PyObject *ember_iternext(PyThreadState *tstate, PyObject *it);
+/* next(it) for FOR_ITER; a generator is resumed directly (tier1/csrc/gen.c),
+ * remembering its code object's record in `site` (the FOR_ITER's site cache,
+ * or NULL). */
+PyObject *ember_iternext(PyThreadState *tstate, PyObject *it, void *site);
 /* Build from n stack items, which they consume, also on failure. */
 PyObject *ember_build_tuple(_PyStackRef *items, int n);
 PyObject *ember_build_list(_PyStackRef *items, int n);

@@ -459,7 +459,7 @@ EMBER_STENCIL(FOR_ITER)
         _PyErr_Format(tstate, PyExc_TypeError, "'%.100s' object is not an iterator", Py_TYPE(it)->tp_name);
         ERROR();
     }
-    PyObject *next = ember_iternext(tstate, it);
+    PyObject *next = ember_iternext(tstate, it, SITE);
     if (next == NULL) {
         if (_PyErr_Occurred(tstate)) {
             if (!_PyErr_ExceptionMatches(tstate, PyExc_StopIteration)) {

@@ -1538,6 +1538,50 @@ def test_yield_from_chains_mixing_code_objects_and_sites(ember_on):
             assert _record(ember, fn)["resumes"] == before[fn] + 3 * levels, (name, fn.__name__)
 
 
+def _evens(n):
+    for i in range(n):
+        yield 2 * i
+
+
+def _odds(n):
+    for i in range(n):
+        yield 2 * i + 1
+
+
+def _drain_each(gens):
+    out = []
+    for g in gens:
+        for x in g:
+            out.append(x)
+    return out
+
+
+def test_for_loop_over_generators_of_several_code_objects(ember_on):
+    # A FOR_ITER resuming generators remembers the record of the code object
+    # it last resumed: one site meeting generators of two code objects in
+    # turn, and of a code object made afresh (a new function's), resumes
+    # each in its own compiled code and counts it in its own record.
+    ember = ember_on
+    mixed = lambda: [_evens(3), _odds(2), _evens(1), _odds(3), _odds(0)]
+    for fn in (_evens, _odds, _drain_each):
+        _tier1(ember, fn, lambda: _drain_each(mixed()))
+    before = {fn: _record(ember, fn)["resumes"] for fn in (_evens, _odds)}
+    assert _drain_each(mixed()) == [0, 2, 4, 1, 3, 0, 1, 3, 5]
+    # A resumption per item, and the last one, which finishes the generator.
+    assert _record(ember, _evens)["resumes"] == before[_evens] + 3 + 1 + 1 + 1
+    assert _record(ember, _odds)["resumes"] == before[_odds] + 2 + 1 + 3 + 1 + 0 + 1
+    for round in range(3):
+        ns = {}
+        exec(compile("def fresh(n):\n    for i in range(n):\n        yield -i\n", "<fresh>", "exec"), ns)
+        fresh = ns["fresh"]
+        _tier1(ember, fresh, lambda: list(fresh(2)))
+        first = _record(ember, fresh)["resumes"]
+        assert _drain_each([fresh(3), _evens(2), fresh(2)]) == [0, -1, -2, 0, 2, 0, -1]
+        assert _record(ember, fresh)["resumes"] == first + 3 + 1 + 2 + 1
+        del ns, fresh
+        gc.collect()
+
+
 def test_yield_from_chains_that_change_between_resumptions():
     # Passing a chain remembers the generator found at each depth and walks
     # from that memory when the level above still holds it: chains that

@@ -69,11 +69,11 @@ ember_gen_resume(PyThreadState *tstate, PyGenObject *gen, PyObject *arg, PyObjec
  * other exception). A generator's return value is dropped without making
  * the StopIteration that gen_iternext would make for FOR_ITER to discard. */
 PyObject *
-ember_iternext(PyThreadState *tstate, PyObject *it)
+ember_iternext(PyThreadState *tstate, PyObject *it, void *site)
 {
     if (Py_TYPE(it) == &PyGen_Type) {
         PyObject *res;
-        switch (ember_gen_resume(tstate, (PyGenObject *)it, Py_None, &res, NULL)) {
+        switch (ember_gen_resume(tstate, (PyGenObject *)it, Py_None, &res, site)) {
         case PYGEN_NEXT:
             return res;
         case PYGEN_RETURN:

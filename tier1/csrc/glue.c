@@ -13,6 +13,14 @@ ember_run(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
     return ember_run_compiled(tstate, frame, entry);
 }
 
+/* ember_run for a frame being resumed: a generator's, coroutine's or async
+ * generator's needs no hold on its code object (ember_enter_compiled). */
+PyObject *
+ember_resume(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_cont entry)
+{
+    return ember_enter_compiled(tstate, frame, entry, frame->owner != FRAME_OWNED_BY_GENERATOR);
+}
+
 /* Told of every hand-off, with the frame's code object (set by the
  * runtime: the interpreter may specialise that code now, which compiled code
  * picks up by recompiling). */

@@ -448,12 +448,13 @@ fn read_svarint(table: &[u8], i: &mut usize) -> i32 {
 /// what the site learnt at run time. A generic CALL's `ember_call_cache`
 /// (the last Python function it called directly) and a SEND's
 /// `ember_send_cache` (the code object it last resumed), written by their
-/// glue (csrc/glue.h, which asserts the size); the polymorphic caches of
+/// glue (csrc/glue.h, which asserts the size), and a FOR_ITER's, the same as
+/// a SEND's (the generator it last resumed); the polymorphic caches of
 /// [`POLYMORPHIC_SITES`], written by their stencils. Zeroed, a site cache
 /// matches nothing.
 fn site_cache_words(name: &str) -> u8 {
     match name {
-        "CALL" | "SEND" => 2,
+        "CALL" | "SEND" | "FOR_ITER" => 2,
         _ => POLYMORPHIC_SITES.iter().find(|&&(n, _)| n == name).map_or(0, |&(_, words)| words),
     }
 }
