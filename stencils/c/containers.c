@@ -252,26 +252,66 @@ UNPACK_FAST(UNPACK_SEQUENCE_LIST, (void)0, unpack_miss, PyList, OPARG)
  * the STORE_FAST_STORE_FASTs (and a last STORE_FAST when oparg is odd) that
  * store its oparg items, on one line, none a jump target
  * (tier1/src/compile.rs chooses this form): the unpacking and the stores are
- * done by ember_unpack_stores (tier1/csrc/containers.c), then a jump past
- * the stores' own code, which tier 1 places with the rare paths: a sequence
- * that is not an exact tuple or list of oparg items is unpacked the generic
- * way (out of line: MISS), and the stores follow. OPERAND0: the locals
- * stored, item j's in bits 4j..4j+3. */
+ * done by ember_unpack_stores (tier1/csrc/containers.c), which reads the
+ * locals from the stores' opargs, and the code goes on with what follows
+ * the stores, placed next. The stores' own code is placed with the rare
+ * paths: a sequence that is not an exact tuple or list of oparg items is
+ * unpacked the generic way (out of line), then JUMP goes to the stores. */
+#define UNPACK_GENERIC_THEN_STORES(NAME, PRE)                                  \
+    MISS_HELPER(NAME)                                                          \
+    {                                                                          \
+        PRE;                                                                   \
+        int oparg = OPARG;                                                     \
+        _PyStackRef *top = stack_pointer - 1 + oparg;                          \
+        PyObject *seq_o = PyStackRef_AsPyObjectSteal(stack_pointer[-1]);       \
+        stack_pointer--;                                                       \
+        ESCAPE();                                                              \
+        int ok = _PyEval_UnpackIterableStackRef(tstate, seq_o, oparg, -1, top); \
+        Py_DECREF(seq_o);                                                      \
+        if (UNLIKELY(!ok)) {                                                   \
+            ERROR();                                                           \
+        }                                                                      \
+        stack_pointer += oparg;                                                \
+        JUMP();                                                                \
+    }
+UNPACK_GENERIC_THEN_STORES(unpack_generic_then_stores, (void)0)
+UNPACK_GENERIC_THEN_STORES(unpack_miss_then_stores, ADAPTIVE_MISS())
+
 #define UNPACK_STORES(NAME, PRE, GENERIC)                                      \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
         PRE;                                                                   \
-        _PyStackRef *sp = ember_unpack_stores(frame, stack_pointer, OPERAND0, OPARG, THIS_INSTR); \
+        _PyStackRef *sp = ember_unpack_stores(frame, stack_pointer, THIS_INSTR); \
         if (LIKELY(sp != NULL)) {                                              \
             stack_pointer = sp;                                                \
-            JUMP();                                                            \
+            CONTINUE();                                                        \
         }                                                                      \
         MISS(GENERIC);                                                         \
     }
 
-UNPACK_STORES(UNPACK_SEQUENCE__STORES, ADAPTIVE(UNPACK_SEQUENCE), unpack_generic)
-UNPACK_STORES(UNPACK_SEQUENCE_TUPLE__STORES, (void)0, unpack_miss)
-UNPACK_STORES(UNPACK_SEQUENCE_LIST__STORES, (void)0, unpack_miss)
+UNPACK_STORES(UNPACK_SEQUENCE__STORES, ADAPTIVE(UNPACK_SEQUENCE), unpack_generic_then_stores)
+UNPACK_STORES(UNPACK_SEQUENCE_TUPLE__STORES, (void)0, unpack_miss_then_stores)
+UNPACK_STORES(UNPACK_SEQUENCE_LIST__STORES, (void)0, unpack_miss_then_stores)
+
+/* The same with the LOAD_FAST_BORROW of the sequence right before the
+ * unpacking folded in (tier1/src/compile.rs places no code for it): the
+ * sequence is read from that local, and pushed as the load would have
+ * pushed it only for the generic way. */
+#define UNPACK_LOAD_STORES(NAME)                                               \
+    EMBER_STENCIL(NAME)                                                        \
+    {                                                                          \
+        _PyStackRef *sp = ember_unpack_local_stores(frame, stack_pointer, THIS_INSTR); \
+        if (LIKELY(sp != NULL)) {                                              \
+            stack_pointer = sp;                                                \
+            CONTINUE();                                                        \
+        }                                                                      \
+        stack_pointer[0] = PyStackRef_Borrow(GETLOCAL(THIS_INSTR[-1].op.arg)); \
+        stack_pointer++;                                                       \
+        MISS(unpack_miss_then_stores);                                         \
+    }
+
+UNPACK_LOAD_STORES(UNPACK_SEQUENCE_TUPLE__LOAD_STORES)
+UNPACK_LOAD_STORES(UNPACK_SEQUENCE_LIST__LOAD_STORES)
 
 /* ---- Formatting ------------------------------------------------------- */
 

@@ -408,9 +408,12 @@ void ember_dealloc_zero(PyObject *o);
 int ember_method_with_values_entry(_PyInterpreterFrame *frame, PyObject *owner, int oparg, uint32_t version,
                                    uint32_t *keys_version, PyObject **descr);
 uint32_t ember_instance_value_offset(_PyInterpreterFrame *frame, PyObject *owner, int oparg, uint32_t version);
-/* The UNPACK_SEQUENCE*__STORES stencils' unpacking and stores (tier1/csrc/containers.c). */
-_PyStackRef *ember_unpack_stores(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, uint64_t locals, int n,
-                                 _Py_CODEUNIT *this_instr);
+/* The UNPACK_SEQUENCE*__STORES stencils' unpacking and stores, and the
+ * same with the sequence read from the local a LOAD_FAST_BORROW right
+ * before the unpacking loads (tier1/csrc/containers.c). */
+_PyStackRef *ember_unpack_stores(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, _Py_CODEUNIT *this_instr);
+_PyStackRef *ember_unpack_local_stores(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer,
+                                       _Py_CODEUNIT *this_instr);
 /* 1 if the interpreter may take over `frame` to specialise an instruction
  * (the runtime's budget), for one of these reasons (tier1/src/glue.rs,
  * `retry`): */

@@ -736,6 +736,11 @@ def _unpack_three(v):
     return c, b, a
 
 
+def _unpack_three_of_first(v):
+    a, b, c = v[0]
+    return c, b, a
+
+
 def _truth(v):
     return "yes" if v else "no"
 
@@ -761,11 +766,17 @@ def test_specialised_unpack_in_process(ember_on):
     _specialise_and_compile(ember, two, [((1, 2),)], ["UNPACK_SEQUENCE_TWO_TUPLE"])
     _same_as_interpreter(ember, two, [((3, 4),), ([5, 6],), ((1, 2, 3),), ((1,),), ("ab",), (7,), ({"k": 1, "j": 2},)])
     tup = _reference(_unpack_three)
-    _specialise_and_compile(ember, tup, [((1, 2, 3),)], ["UNPACK_SEQUENCE_TUPLE__STORES"])
+    _specialise_and_compile(ember, tup, [((1, 2, 3),)], ["UNPACK_SEQUENCE_TUPLE__LOAD_STORES"])
     _same_as_interpreter(ember, tup, [((3, 4, 5),), ([5, 6, 7],), ((1, 2),), (None,), ("abc",)])
     lst = _reference(_unpack_three)
-    _specialise_and_compile(ember, lst, [([1, 2, 3],)], ["UNPACK_SEQUENCE_LIST__STORES"])
+    _specialise_and_compile(ember, lst, [([1, 2, 3],)], ["UNPACK_SEQUENCE_LIST__LOAD_STORES"])
     _same_as_interpreter(ember, lst, [([3, 4, 5],), ((5, 6, 7),), ([1, 2, 3, 4],), ({1: 2},), ("abc",)])
+    tup = _reference(_unpack_three_of_first)
+    _specialise_and_compile(ember, tup, [([(1, 2, 3)],)], ["UNPACK_SEQUENCE_TUPLE__STORES"])
+    _same_as_interpreter(ember, tup, [([(3, 4, 5)],), ([[5, 6, 7]],), ([(1, 2)],), ([None],), (["abc"],)])
+    lst = _reference(_unpack_three_of_first)
+    _specialise_and_compile(ember, lst, [([[1, 2, 3]],)], ["UNPACK_SEQUENCE_LIST__STORES"])
+    _same_as_interpreter(ember, lst, [([[3, 4, 5]],), ([(5, 6, 7)],), ([[1, 2, 3, 4]],), ([{1: 2}],), (["abc"],)])
 
 
 @pytest.mark.parametrize("kind, warm, stencil", [

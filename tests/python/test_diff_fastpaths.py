@@ -1089,12 +1089,14 @@ def test_overwritten_locals_free_floats_ints_and_others():
 def test_unpacking_into_locals_done_out_of_line():
     # An unpacking of an exact tuple or list followed by the stores of its
     # items into locals, on one line, is done by one out-of-line helper
-    # (UNPACK_SEQUENCE_*__STORES). The old values the stores free run
-    # finalisers that look at the frame: where it is (f_lasti: the store's
-    # own instruction), its line and which locals already hold new values,
-    # including two locals that held the same object (freed at the second
-    # store). Other sequences, wrong lengths, locals from the 17th on and
-    # targets on several lines take the stores' own code.
+    # (UNPACK_SEQUENCE_*__STORES; __LOAD_STORES where the sequence is a
+    # local's, read there rather than pushed by the LOAD_FAST_BORROW before
+    # it). The old values the stores free run finalisers that look at the
+    # frame: where it is (f_lasti: the store's own instruction), its line
+    # and which locals already hold new values, including two locals that
+    # held the same object (freed at the second store) and the local the
+    # sequence was read from. Other sequences, wrong lengths, locals from
+    # the 17th on and targets on several lines take the stores' own code.
     out = check("""
         import sys
 
@@ -1151,10 +1153,22 @@ def test_unpacking_into_locals_done_out_of_line():
              c) = seq
             return a, b, c
 
+        def overwrites_its_sequence(seq):
+            seq, b, c = seq
+            return seq, b, c
+
+        def from_a_call(make):
+            a, b, c = make()
+            return a, b, c
+
         for i in range(12):
             three((i, 2, 3)); five((1, 2, 3, 4, i), lambda: (0, 0, 0, 0, 0)); from_lists([1, 2, 3, i])
             shared((1, 2, 3)); fifteen(tuple(range(15))); sixteen(tuple(range(16))); late_locals(*range(16), (1, 2, 3))
-            multiline((1, 2, 3)); scrambled((i, 1, 2, 3, 4))
+            multiline((1, 2, 3)); scrambled((i, 1, 2, 3, 4)); overwrites_its_sequence((i, 1, 2))
+            from_a_call(lambda: (1, 2, i))
+        print(overwrites_its_sequence((Noisy("own"), 1, 2))[1:], overwrites_its_sequence([Noisy("listed"), 3, 4])[1:])
+        print(overwrites_its_sequence(x for x in "pqr"), from_a_call(lambda: [Noisy("made"), 5, 6])[1:])
+        print(from_a_call(lambda: "stu"))
         print(scrambled((10, 11, 12, 13, 14)), scrambled([5, 6, 7, 8, 9]))
         print(three((1, 2, 3)), three([4, 5, 6]), from_lists([1, 2, 3, 4]), from_lists((5, 6, 7, 8)))
         print(five((1, 2, 3, 4, 5), lambda: [Noisy("a"), 0, Noisy("c"), 0, Noisy("e")]))
@@ -1171,11 +1185,49 @@ def test_unpacking_into_locals_done_out_of_line():
             five((1, 2, 3, 4, 5, 6), lambda: (Noisy("kept"), 0, 0, 0, 0))
         except ValueError as e:
             print("ValueError", e, e.__traceback__.tb_next.tb_lineno)
-    """, {"three": {"UNPACK_SEQUENCE_TUPLE__STORES"}, "five": {"UNPACK_SEQUENCE_TUPLE__STORES"},
-          "from_lists": {"UNPACK_SEQUENCE_LIST__STORES"}, "shared": {"UNPACK_SEQUENCE_TUPLE__STORES"},
-          "fifteen": {"UNPACK_SEQUENCE_TUPLE__STORES"}, "scrambled": {"UNPACK_SEQUENCE_TUPLE__STORES"}})
+    """, {"three": {"UNPACK_SEQUENCE_TUPLE__LOAD_STORES"},
+          "five": {"UNPACK_SEQUENCE_TUPLE__STORES", "UNPACK_SEQUENCE_TUPLE__LOAD_STORES"},
+          "from_lists": {"UNPACK_SEQUENCE_LIST__LOAD_STORES"}, "shared": {"UNPACK_SEQUENCE_TUPLE__LOAD_STORES"},
+          "fifteen": {"UNPACK_SEQUENCE_TUPLE__LOAD_STORES"}, "scrambled": {"UNPACK_SEQUENCE_TUPLE__LOAD_STORES"},
+          "overwrites_its_sequence": {"UNPACK_SEQUENCE_TUPLE__LOAD_STORES"},
+          "from_a_call": {"UNPACK_SEQUENCE_TUPLE__STORES"}})
     assert "del shared in shared at" in out.stdout and "del e in five" in out.stdout and "del x in five" in out.stdout
     assert "ValueError too many values to unpack" in out.stdout
+
+
+def test_tracing_switched_on_before_a_folded_unpacking():
+    # The LOAD_FAST_BORROW folded into the unpacking after it has no code
+    # of its own: the line check before it hands the frame over at the
+    # load, with the stack as the load found it, and the tracer sees the
+    # unpacking's line and those after it, with their locals.
+    out = check("""
+        import sys
+
+        events = []
+
+        def tracer(frame, event, arg):
+            if frame.f_code.co_name == "unpacks":
+                events.append((event, frame.f_lineno - frame.f_code.co_firstlineno, frame.f_locals.get("a")))
+            return tracer
+
+        def start():
+            sys._getframe(1).f_trace = tracer
+            sys.settrace(tracer)
+
+        def unpacks(seq, switch):
+            if switch:
+                start()
+            a, b, c = seq
+            a, b, c = seq
+            return a + b + c
+
+        for i in range(30):
+            unpacks((1, 2, i), False)
+        print(unpacks((5, 2, 3), True))
+        sys.settrace(None)
+        print(events)
+    """, {"unpacks": {"UNPACK_SEQUENCE_TUPLE__LOAD_STORES"}})
+    assert "('line', 3, None)" in out.stdout and "('line', 4, 5)" in out.stdout
 
 
 def test_subscript_frees_its_container_with_the_frame_state_set():

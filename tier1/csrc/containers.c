@@ -213,24 +213,34 @@ ember_inplace_add_unicode(_PyStackRef *target, _PyStackRef left, _PyStackRef rig
     return s;
 }
 
-/* UNPACK_SEQUENCE*__STORES, generic or specialised (stencils/c/containers.c): the
- * unpacking of the exact tuple or list of n items on top of the stack, and
- * the n stores after it into the locals `locals` names (item j's in bits
- * 4j..4j+3). NULL, with nothing done, when the sequence is not one of
- * those; otherwise the stack pointer after the stores. Out of line: one
- * copy of this code serves every such statement, where code unrolled in
- * each (a few hundred bytes) runs a function of many of them from the L2
- * cache. Every step leaves the frame as the instructions' own would: the
- * items pushed first (the last one lowest), the sequence closed with
- * instr_ptr at the unpacking, then each store pops one item, and a store
- * that frees a local's old value does so with instr_ptr at its own
- * instruction (store j's is the (j / 2)th after the unpacking's cache). */
-_PyStackRef *
-ember_unpack_stores(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, uint64_t locals, int n,
-                    _Py_CODEUNIT *this_instr)
+/* A store of the unpacking's stores: the top item into `local`, an old
+ * value freed with instr_ptr at the store's instruction `at`. */
+static inline __attribute__((always_inline)) _PyStackRef *
+store_popped(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, int local, _Py_CODEUNIT *at)
 {
-    _PyStackRef seq = stack_pointer[-1];
+    _PyStackRef *slot = &GETLOCAL(local);
+    _PyStackRef old = *slot;
+    *slot = stack_pointer[-1];
+    stack_pointer--;
+    if (!PyStackRef_IsNull(old) && PyStackRef_RefcountOnObject(old)) {
+        DECREF_MORTAL_THEN(BITS_TO_PTR(old), {
+            frame->instr_ptr = at;
+            frame->stackpointer = stack_pointer;
+        });
+    }
+    return stack_pointer;
+}
+
+/* The unpacking of `seq_o`, if an exact tuple or list of n items, onto
+ * `out` (the last item lowest), then the n stores after the unpacking
+ * `this_instr`: ember_unpack_stores. NULL, with nothing done, for any other
+ * sequence. `seq`: the stack's reference to seq_o, closed after the items
+ * are pushed (a borrowed one for the folded load, which has none). */
+static inline __attribute__((always_inline)) _PyStackRef *
+unpack_then_store(_PyInterpreterFrame *frame, _PyStackRef *out, _PyStackRef seq, _Py_CODEUNIT *this_instr)
+{
     PyObject *seq_o = BORROW(seq);
+    int n = this_instr->op.arg;
     PyObject **items;
     if (Py_IS_TYPE(seq_o, &PyTuple_Type) && Py_SIZE(seq_o) == n) {
         items = _PyTuple_ITEMS(seq_o);
@@ -241,29 +251,57 @@ ember_unpack_stores(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, uint
     else {
         return NULL;
     }
-    _PyStackRef *out = stack_pointer - 1;
     for (int i = n; --i >= 0;) {
         *out++ = ember_new_ref(items[i]);
     }
-    stack_pointer = out;
+    _PyStackRef *stack_pointer = out;
     if (PyStackRef_RefcountOnObject(seq)) {
         DECREF_MORTAL_THEN(BITS_TO_PTR(seq), {
             frame->instr_ptr = this_instr;
             frame->stackpointer = stack_pointer;
         });
     }
+    /* STORE_FAST_STORE_FASTs, one code unit each (compile.rs checks), the
+     * first local in the oparg's high nibble; then a STORE_FAST for an odd
+     * count. */
     _Py_CODEUNIT *stores = this_instr + 1 + INLINE_CACHE_ENTRIES_UNPACK_SEQUENCE;
-    for (int j = 0; j < n; j++) {
-        _PyStackRef *local = &GETLOCAL((locals >> (4 * j)) & 15);
-        _PyStackRef old = *local;
-        *local = stack_pointer[-1];
-        stack_pointer--;
-        if (!PyStackRef_IsNull(old) && PyStackRef_RefcountOnObject(old)) {
-            DECREF_MORTAL_THEN(BITS_TO_PTR(old), {
-                frame->instr_ptr = stores + (j >> 1);
-                frame->stackpointer = stack_pointer;
-            });
-        }
+    for (int u = 0; u < n >> 1; u++) {
+        int arg = stores[u].op.arg;
+        stack_pointer = store_popped(frame, stack_pointer, arg >> 4, stores + u);
+        stack_pointer = store_popped(frame, stack_pointer, arg & 15, stores + u);
+    }
+    if (n & 1) {
+        stack_pointer = store_popped(frame, stack_pointer, stores[n >> 1].op.arg, stores + (n >> 1));
     }
     return stack_pointer;
+}
+
+/* UNPACK_SEQUENCE*__STORES, generic or specialised (stencils/c/containers.c): the
+ * unpacking of the exact tuple or list of n items on top of the stack, and
+ * the n stores after it (the STORE_FAST_STORE_FASTs and STORE_FAST at
+ * this_instr's next code units, which name the locals). NULL, with nothing
+ * done, when the sequence is not one of those; otherwise the stack pointer
+ * after the stores. Out of line: one copy of this code serves every such
+ * statement, where code unrolled in each (a few hundred bytes) runs a
+ * function of many of them from the L2 cache. Every step leaves the frame
+ * as the instructions' own would: the items pushed first (the last one
+ * lowest), the sequence closed with instr_ptr at the unpacking, then each
+ * store pops one item, and a store that frees a local's old value does so
+ * with instr_ptr at its own instruction (store j's is the (j / 2)th after
+ * the unpacking's cache). */
+_PyStackRef *
+ember_unpack_stores(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, _Py_CODEUNIT *this_instr)
+{
+    return unpack_then_store(frame, stack_pointer - 1, stack_pointer[-1], this_instr);
+}
+
+/* UNPACK_SEQUENCE_{TUPLE,LIST}__LOAD_STORES: the same for the sequence that
+ * the LOAD_FAST_BORROW right before this_instr (one code unit) would push,
+ * read from its local: pushed and closed, a borrowed reference comes to
+ * nothing. */
+_PyStackRef *
+ember_unpack_local_stores(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, _Py_CODEUNIT *this_instr)
+{
+    _PyStackRef seq = PyStackRef_Borrow(GETLOCAL(this_instr[-1].op.arg));
+    return unpack_then_store(frame, stack_pointer, seq, this_instr);
 }

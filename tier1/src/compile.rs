@@ -146,6 +146,12 @@ pub struct Instr {
     /// code, run only after a sequence the unpacking's fast path did not
     /// take, is placed with the rare paths (set by the layout).
     skipped: bool,
+    /// Its stencil is the `__LOAD_STORES` variant of its unpacking's (with
+    /// `fused_stores`): the LOAD_FAST_BORROW right before it is done there
+    /// too (set by the layout; see [`Compiler::folded_load`]).
+    fused_load: bool,
+    /// That LOAD_FAST_BORROW: no code of its own (the NOP stencil).
+    folded_load: bool,
     /// Placed with its trailing jump ([`full_form`]; set by the layout).
     full: bool,
 }
@@ -271,6 +277,8 @@ fn decode_into(
             with_null: op.null_variant && oparg & 1 == 1,
             fused_stores: false,
             skipped: false,
+            fused_load: false,
+            folded_load: false,
             full: false,
         };
         if op.jump != JumpRule::None {
@@ -662,8 +670,14 @@ pub struct Compiler {
     /// The same for the `__STORES` variants (UNPACK_SEQUENCE, generic or
     /// specialised for a tuple or a list, with the stores after it).
     stores_ops: Box<[OpInfo; 256]>,
-    /// STORE_FAST_STORE_FAST.
+    /// The same for the `__LOAD_STORES` variants (those of UNPACK_SEQUENCE
+    /// specialised for a tuple or a list), and the NOP stencil's, for the
+    /// load they do.
+    load_stores_ops: Box<[OpInfo; 256]>,
+    nop_op: OpInfo,
+    /// STORE_FAST_STORE_FAST, LOAD_FAST_BORROW.
     store_fast_store_fast: Option<u8>,
+    load_fast_borrow: Option<u8>,
     known: Known,
     /// The exits, LINE_CHECK: programs, or why there is none.
     exits: Result<[u16; 3], String>,
@@ -750,6 +764,7 @@ impl Compiler {
         let mut ops = op_infos();
         let mut null_ops = Box::new(ops);
         let mut stores_ops = Box::new(ops);
+        let mut load_stores_ops = Box::new(ops);
         // A variant's name, built in one buffer (this runs at the first
         // compilation of every process: no allocation per opcode).
         let mut variant_name = String::with_capacity(64);
@@ -774,6 +789,10 @@ impl Compiler {
                     stores_ops[op] = *info;
                     stores_ops[op].prog = prog;
                 }
+                if let Some(prog) = variant(name, "__LOAD_STORES") {
+                    load_stores_ops[op] = *info;
+                    load_stores_ops[op].prog = prog;
+                }
                 // A stencil that would use a site cache it does not get
                 // is not used (its instruction is refused as unsupported).
                 for info in [&mut *info, &mut null_ops[op]] {
@@ -783,6 +802,10 @@ impl Compiler {
                 }
             }
         }
+        let nop_op = match opcodes::by_name("NOP") {
+            Some(nop) => ops[nop as usize],
+            None => OpInfo { prog: NO_PROG, ..ops[0] },
+        };
         Compiler {
             resolver,
             programs,
@@ -790,18 +813,25 @@ impl Compiler {
             ops,
             null_ops,
             stores_ops,
+            load_stores_ops,
+            nop_op,
             store_fast_store_fast: opcodes::by_name("STORE_FAST_STORE_FAST"),
+            load_fast_borrow: opcodes::by_name("LOAD_FAST_BORROW"),
             known: Known { store_fast: opcodes::by_name("STORE_FAST"), pop_top: opcodes::by_name("POP_TOP") },
             exits,
             line_check,
         }
     }
 
-    /// What compiling `instr` needs of its opcode, or of its `__NULL` variant.
+    /// What compiling `instr` needs of its opcode, or of its variant.
     #[inline]
     fn op(&self, instr: &Instr) -> &OpInfo {
         if instr.with_null {
             &self.null_ops[instr.opcode as usize]
+        } else if instr.folded_load {
+            &self.nop_op
+        } else if instr.fused_stores && instr.fused_load {
+            &self.load_stores_ops[instr.opcode as usize]
         } else if instr.fused_stores {
             &self.stores_ops[instr.opcode as usize]
         } else {
@@ -872,8 +902,12 @@ impl Compiler {
         {
             let (targets, unit_off) = (&s.targets[..], &mut s.unit_off[..]);
             for k in 0..s.instrs.len() {
+                if self.folded_load(&s.instrs, k, targets) {
+                    s.instrs[k].folded_load = true;
+                    s.instrs[k + 1].fused_load = true;
+                }
                 if self.stores_ops[s.instrs[k].opcode as usize].prog != NO_PROG {
-                    if let Some((_, after)) = self.fused_stores(&s.instrs, k, targets) {
+                    if let Some(after) = self.fused_stores(&s.instrs, k, targets) {
                         s.instrs[k].fused_stores = true;
                         for store in s.instrs[k + 1..].iter_mut().take_while(|i| (i.index as usize) < after) {
                             store.skipped = true;
@@ -1051,7 +1085,7 @@ impl Compiler {
                 code_off = cont_off;
                 cold_off += lc.cold_len;
             }
-            let (mut operand0, mut operand1) = if op.class == Class::Plain {
+            let (operand0, mut operand1) = if op.class == Class::Plain {
                 (None, None)
             } else {
                 operands::operands(instr, op.class, &self.known, info, self.resolver)?
@@ -1069,15 +1103,12 @@ impl Compiler {
             });
             let jump = match op.jump {
                 _ if instr.fused_stores => {
-                    // Checked by the layout, with the same instructions.
-                    let (locals, after) = self
-                        .fused_stores(instrs, k, &s.targets)
-                        .ok_or_else(|| Refusal::Malformed("unpacking's stores changed after the layout".into()))?;
-                    operand0 = Some(locals);
-                    let o = s.unit_off[after];
+                    // The stores (placed apart), after a generic unpacking.
+                    let first = instr.next as usize;
+                    let o = s.unit_off[first];
                     values[slot::JUMP as usize] = base + o as u64;
                     avail |= 1 << slot::JUMP;
-                    Target::Unit(after as u32)
+                    Target::Unit(first as u32)
                 }
                 JumpRule::None => Target::None,
                 rule => match operands::jump(instr, rule) {
@@ -1258,21 +1289,20 @@ impl Compiler {
     }
 
     /// For the unpacking `instrs[k]` (an UNPACK_SEQUENCE of oparg items), when
-    /// its `__STORES` variant can do the stores that follow:
-    /// the locals they store (item j's in bits 4j..4j+3) and the code unit
+    /// its `__STORES` variant can do the stores that follow: the code unit
     /// of the instruction after them. They must be STORE_FAST_STORE_FASTs
     /// (then a STORE_FAST of a local below 16 for an odd count), one code
-    /// unit each right after the unpacking, on its line and none a jump
-    /// target: no LINE_CHECK goes between them, and the variant's jump past
-    /// them skips nothing but their code.
-    fn fused_stores(&self, instrs: &[Instr], k: usize, targets: &[u8]) -> Option<(u64, usize)> {
+    /// unit each right after the unpacking (the variant reads the locals
+    /// from their opargs), on its line and none a jump target: no
+    /// LINE_CHECK goes between them, and the variant, going on past them,
+    /// skips nothing but their code.
+    fn fused_stores(&self, instrs: &[Instr], k: usize, targets: &[u8]) -> Option<usize> {
         let unpack = &instrs[k];
         let n = unpack.oparg as usize;
         if !(3..=16).contains(&n) || self.stores_ops[unpack.opcode as usize].prog == NO_PROG {
             return None;
         }
         let (mut stored, mut i) = (0usize, k + 1);
-        let mut locals = 0u64;
         while stored < n {
             let store = instrs.get(i)?;
             if store.index as usize != unpack.next as usize + (i - k - 1)
@@ -1282,17 +1312,35 @@ impl Compiler {
                 return None;
             }
             if Some(store.opcode) == self.store_fast_store_fast && stored + 2 <= n {
-                locals |= ((store.oparg >> 4) as u64) << (4 * stored) | ((store.oparg & 15) as u64) << (4 * stored + 4);
                 stored += 2;
             } else if Some(store.opcode) == self.known.store_fast && stored + 1 == n && store.oparg < 16 {
-                locals |= (store.oparg as u64) << (4 * stored);
                 stored += 1;
             } else {
                 return None;
             }
             i += 1;
         }
-        Some((locals, instrs.get(i)?.index as usize))
+        Some(instrs.get(i)?.index as usize)
+    }
+
+    /// Whether `instrs[k]` is a LOAD_FAST_BORROW that the unpacking right
+    /// after it does ([`Instr::folded_load`]): one whose stores it does
+    /// (`fused_stores`), with a `__LOAD_STORES` variant, on the load's line
+    /// and not a jump target, so that no LINE_CHECK goes between them and
+    /// no code enters the unpacking without the load. The variant reads
+    /// the local from the load's oparg: the load is one code unit.
+    fn folded_load(&self, instrs: &[Instr], k: usize, targets: &[u8]) -> bool {
+        let (Some(load), Some(unpack)) = (instrs.get(k), instrs.get(k + 1)) else {
+            return false;
+        };
+        Some(load.opcode) == self.load_fast_borrow
+            && load.dispatch == load.index
+            && load.next == unpack.index
+            && unpack.line == load.line
+            && targets[unpack.index as usize] == 0
+            && self.nop_op.prog != NO_PROG
+            && self.load_stores_ops[unpack.opcode as usize].prog != NO_PROG
+            && self.fused_stores(instrs, k + 1, targets).is_some()
     }
 
     /// The first reason, in the layout's order, an instruction cannot be
@@ -1618,10 +1666,11 @@ fn prefetch(p: *const u8, len: usize) {
 }
 
 /// Whether instruction `k` is placed with its trailing jump to what follows
-/// it: the last one; a store done by the unpacking before it, placed apart
-/// (`Instr::skipped`), and that unpacking.
+/// it: the last one, and a store done by the unpacking before it, placed
+/// apart (`Instr::skipped`). That unpacking goes on with what follows the
+/// stores, placed next.
 fn full_form(instrs: &[Instr], k: usize) -> bool {
-    k + 1 == instrs.len() || instrs[k].skipped || instrs[k + 1].skipped
+    k + 1 == instrs.len() || instrs[k].skipped || (instrs[k + 1].skipped && !instrs[k].fused_stores)
 }
 
 fn align(x: usize, a: usize) -> usize {
