@@ -467,6 +467,79 @@ def test_slices_and_del():
     assert "set slice(1, 2, None) v" in out.stdout and "in delete" in out.stderr
 
 
+def test_plain_slices_of_lists_tuples_and_strings():
+    # seq[a:b] and lst[a:b] = v on an exact list, tuple or str with bounds
+    # that are small exact ints or None are done without making a slice
+    # (tier1/csrc/containers.c): the same objects as the subscript with a
+    # slice (a whole tuple or str is itself, an empty one the shared empty
+    # one), and every other bound or container the general way.
+    check_tier1("""
+        class Index:
+            def __index__(self):
+                return 2
+
+        class MyInt(int):
+            pass
+
+        class L(list):
+            pass
+
+        class T(tuple):
+            pass
+
+        class Noisy:
+            def __init__(self, name, into):
+                self.name, self.into = name, into
+            def __del__(self):
+                print("del", self.name, "sees", len(self.into))
+
+        def get(seq, a, b):
+            return seq[a:b]
+
+        def whole(seq):
+            return seq[:]
+
+        def put(seq, a, b, value):
+            seq[a:b] = value
+            return seq
+
+        def attempt(func, *args):
+            try:
+                return func(*args)
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
+
+        bounds = [None, 0, 1, 3, -1, -3, 7, -9, 2**70, -2**70, True, Index(), MyInt(2), 2**40]
+        for _ in range(20):
+            seen = []
+            for seq in ([0, 1, 2, 3, 4], (0, 1, 2, 3, 4), "abcde", "ab\u00e9\u65e5x", L([0, 1, 2]), T((0, 1, 2)),
+                        b"bytes", range(6)):
+                for a in bounds:
+                    for b in bounds:
+                        got = get(seq, a, b)
+                        seen.append((type(got).__name__, got))
+                t = (1, 2)
+                s = "xy"
+                seen.append((whole(t) is t, whole(s) is s, get(t, 5, 1) is tuple(), get(s, 3, 3) is str(),
+                             get(T((1,)), None, None)))
+                seen.append((whole([1, 2]), get(t, None, None) is t, get(t, 0, 2) is t, get(t, -2, None) is t))
+            for a in bounds:
+                for b in bounds:
+                    seen.append(put(list(range(6)), a, b, ["x", "y"]))
+                    seen.append(put(L(range(4)), a, b, "pq"))
+            lst = [1, 2, 3]
+            seen.append((put(lst, None, None, lst), put(lst, 1, 2, (i for i in "gen")), put([1], 0, 0, ())))
+            seen.append((attempt(put, [1, 2], 0, 1, 5), attempt(put, [1, 2], "a", 1, []), attempt(get, [1], 1.5, 2),
+                         attempt(put, (1, 2), 0, 1, [3]), attempt(get, 5, 0, 1)))
+        for r in seen:
+            print(r)
+        victims = []
+        victims.extend([Noisy("first", victims), Noisy("second", victims), 3])
+        put(victims, 0, 2, [Noisy("third", victims)])
+        print(len(victims))
+    """, ["get", "whole", "put", "attempt"])
+
+
 def test_match_len_and_patterns():
     out = check_tier1("""
         class Point:

@@ -924,27 +924,6 @@ ember_call(PyThreadState *tstate, _PyInterpreterFrame *frame, _PyStackRef *base,
     return call_vectorcall(frame, base, oparg, has_kwnames);
 }
 
-/* BINARY_SLICE: container[start:stop], of the three items at `items`,
- * which it closes with the frame's stack lowered below them. Out of line:
- * its two calls and three releases, inlined, were 260 bytes of code on the
- * common path of every function using it, for a saving of one call. */
-PyObject *
-ember_binary_slice(_PyInterpreterFrame *frame, _PyStackRef *items)
-{
-    _PyStackRef container = items[0], start = items[1], stop = items[2];
-    PyObject *slice = PySlice_New(BORROW(start), BORROW(stop), NULL);
-    PyObject *res = NULL;
-    if (slice != NULL) {
-        res = PyObject_GetItem(BORROW(container), slice);
-        Py_DECREF(slice);
-    }
-    frame->stackpointer = items;
-    PyStackRef_CLOSE(container);
-    PyStackRef_CLOSE(start);
-    PyStackRef_CLOSE(stop);
-    return res;
-}
-
 PyObject *
 ember_build_tuple(_PyStackRef *items, int n)
 {
