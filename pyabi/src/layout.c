@@ -39,6 +39,7 @@ const struct ember_layout_entry ember_layout_3_14[] = {
     FIELD(PyCodeObject, co_linetable),
     FIELD(PyCodeObject, co_firstlineno),
     FIELD(PyCodeObject, co_filename),
+    FIELD(PyCodeObject, co_name),
     FIELD(PyCodeObject, co_qualname),
     FIELD(PyCodeObject, _co_instrumentation_version),
     FIELD(PyCodeObject, _co_monitoring),

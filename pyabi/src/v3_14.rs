@@ -63,8 +63,9 @@ pub const CODE_CO_FLAGS: usize = 48;
 /// `co_linetable` (bytes) and `co_firstlineno` (int): where lines start.
 pub const CODE_CO_LINETABLE: usize = 136;
 pub const CODE_CO_FIRSTLINENO: usize = 68;
-/// `co_filename` and `co_qualname` (str): which code object it is.
+/// `co_filename`, `co_name` and `co_qualname` (str): which code object it is.
 pub const CODE_CO_FILENAME: usize = 112;
+pub const CODE_CO_NAME: usize = 120;
 pub const CODE_CO_QUALNAME: usize = 128;
 /// Instrumentation version the code was last instrumented for.
 pub const CODE_CO_INSTRUMENTATION_VERSION: usize = 168;
@@ -129,6 +130,7 @@ pub(crate) fn expected() -> Vec<(&'static str, usize)> {
         ("PyCodeObject.co_linetable", CODE_CO_LINETABLE),
         ("PyCodeObject.co_firstlineno", CODE_CO_FIRSTLINENO),
         ("PyCodeObject.co_filename", CODE_CO_FILENAME),
+        ("PyCodeObject.co_name", CODE_CO_NAME),
         ("PyCodeObject.co_qualname", CODE_CO_QUALNAME),
         ("PyCodeObject._co_instrumentation_version", CODE_CO_INSTRUMENTATION_VERSION),
         ("PyCodeObject._co_monitoring", CODE_CO_MONITORING),

@@ -159,6 +159,13 @@ pub const DEFERRED_INSTRUMENTATION: &str = "instrumentation changed since it las
 /// fills `EMBER_CODE_LIMIT_MB`.
 pub const DEFERRED_CODE_LIMIT: &str = "code memory limit";
 
+/// Whether `code` is an `__init__`: objects made in a loop get their
+/// attributes there, so its attribute stores add more than they replace.
+unsafe fn is_initialiser(code: *mut ffi::PyObject) -> bool {
+    let name: *mut ffi::PyObject = field(code, abi::CODE_CO_NAME);
+    ffi::PyUnicode_CompareWithASCIIString(name, c"__init__".as_ptr()) == 0
+}
+
 /// Compile `code` at tier 1 and attach the result (or the refusal) to its
 /// record. Code the interpreter has not yet brought up to the current
 /// instrumentation version is left for later (no refusal recorded).
@@ -204,6 +211,7 @@ pub unsafe fn compile_tier1(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
         first_line: field(code, abi::CODE_CO_FIRSTLINENO),
         // The record is boxed and outlives its compiled code (retired code too).
         back_edge_counter: core::ptr::addr_of_mut!(rec.profile.back_edges) as u64,
+        adds_attributes: is_initialiser(code),
     };
     let result = compiler().compile(&info);
     let elapsed = start.elapsed().as_nanos() as u64;

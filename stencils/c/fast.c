@@ -440,31 +440,43 @@ MISS_HELPER(store_attr_miss)
 
 /* OPERAND0: type version; OPERAND1: byte offset of the value in the object.
  * SITE: other types' (ember_attr_pic). */
+/* NEW_LIKELY: whether a new attribute is the common case. Outside an
+ * __init__, a new attribute (once per object) is rarer than a replaced one
+ * (in loops); in one (the __NEW variant, chosen by tier1/src/compile.rs),
+ * where objects made in a loop get their attributes, it is the other way. */
+#define STORE_ATTR_INSTANCE_VALUE_BODY(NEW_LIKELY)                               \
+    do {                                                                         \
+        _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];        \
+        PyObject *owner_o = BORROW(owner);                                       \
+        unsigned int version = Py_TYPE(owner_o)->tp_version_tag;                 \
+        uintptr_t offset = OPERAND1_U32;                                         \
+        if (UNLIKELY(!EQ_OPERAND0_U32(version))) {                               \
+            offset = attr_pic_offset(SITE, THIS_INSTR, version, EMBER_OP_STORE_ATTR_INSTANCE_VALUE); \
+            if (offset == 0) {                                                   \
+                STORE_ATTR_GENERIC();                                            \
+            }                                                                    \
+        }                                                                        \
+        if (LIKELY(_PyObject_GetManagedDict(owner_o) == NULL && values_valid(owner_o))) { \
+            PyObject **value_ptr = (PyObject **)((char *)owner_o + offset);      \
+            PyObject *old = *value_ptr;                                          \
+            *value_ptr = PyStackRef_AsPyObjectSteal(value);                      \
+            if (__builtin_expect(old == NULL, NEW_LIKELY)) {                     \
+                PyDictValues *values = _PyObject_InlineValues(owner_o);          \
+                _PyDictValues_AddToInsertionOrder(values, value_ptr - values->values); \
+            }                                                                    \
+            STORE_ATTR_FINISH(owner, old);                                       \
+        }                                                                        \
+        STORE_ATTR_GENERIC();                                                    \
+    } while (0)
+
 EMBER_STENCIL(STORE_ATTR_INSTANCE_VALUE)
 {
-    _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
-    PyObject *owner_o = BORROW(owner);
-    unsigned int version = Py_TYPE(owner_o)->tp_version_tag;
-    uintptr_t offset = OPERAND1_U32;
-    if (UNLIKELY(!EQ_OPERAND0_U32(version))) {
-        offset = attr_pic_offset(SITE, THIS_INSTR, version, EMBER_OP_STORE_ATTR_INSTANCE_VALUE);
-        if (offset == 0) {
-            STORE_ATTR_GENERIC();
-        }
-    }
-    if (LIKELY(_PyObject_GetManagedDict(owner_o) == NULL && values_valid(owner_o))) {
-        PyObject **value_ptr = (PyObject **)((char *)owner_o + offset);
-        PyObject *old = *value_ptr;
-        *value_ptr = PyStackRef_AsPyObjectSteal(value);
-        /* A new attribute (in __init__, once per object) is rarer than a
-         * replaced one (in loops). */
-        if (UNLIKELY(old == NULL)) {
-            PyDictValues *values = _PyObject_InlineValues(owner_o);
-            _PyDictValues_AddToInsertionOrder(values, value_ptr - values->values);
-        }
-        STORE_ATTR_FINISH(owner, old);
-    }
-    STORE_ATTR_GENERIC();
+    STORE_ATTR_INSTANCE_VALUE_BODY(0);
+}
+
+EMBER_STENCIL(STORE_ATTR_INSTANCE_VALUE__NEW)
+{
+    STORE_ATTR_INSTANCE_VALUE_BODY(1);
 }
 
 /* OPERAND0: type version; OPERAND1: byte offset of the slot. */

@@ -39,7 +39,15 @@ _REPORT = r'''
 import builtins, ember, io, os, re, types
 with builtins.open(os.environ["FASTPATH_REPORT"], "w") as f:
     for name, fn in builtins.list(_g.items()):
-        if builtins.isinstance(fn, types.FunctionType) and fn.__module__ == "__main__":
+        # Functions, and the methods of classes ("C.m").
+        if builtins.isinstance(fn, builtins.type) and fn.__module__ == "__main__":
+            funcs = [(name + "." + k, v) for k, v in builtins.list(fn.__dict__.items())
+                     if builtins.isinstance(v, types.FunctionType)]
+        elif builtins.isinstance(fn, types.FunctionType) and fn.__module__ == "__main__":
+            funcs = [(name, fn)]
+        else:
+            funcs = []
+        for name, fn in funcs:
             # The function, and the code objects nested in it ("f.<genexpr>").
             codes = [(name, fn.__code__)]
             codes += [(name + "." + c.co_name, c) for c in fn.__code__.co_consts
@@ -293,6 +301,52 @@ def test_polymorphic_attribute_sites():
     assert "('D new', 4)" in out.stdout and "from dict ('C', 'from dict')" in out.stdout
     assert "instance m ('D new', 7)" in out.stdout
     assert "AttributeError: 'A' object has no attribute 'v'" in out.stdout
+
+
+def test_attribute_stores_of_an_initialiser():
+    # In an __init__, attribute stores mostly add attributes (the __NEW
+    # variant keeps that on the common path): new attributes in the order
+    # stored (vars(), the dict made from the values afterwards), an
+    # attribute stored twice, __init__ called again on a live object
+    # (replacing), deleted and stored again, a subclass's own attributes,
+    # and an old value freed by the store, its finaliser seeing the object.
+    out = check("""
+        class Noisy:
+            def __init__(self, name):
+                self.name = name
+            def __del__(self):
+                print("del", self.name)
+
+        class P:
+            def __init__(self, x, y, z=0):
+                self.x = x
+                self.y = y
+                self.x = x * 10
+                self.z = z
+
+        class Q(P):
+            def __init__(self, x):
+                self.w = "w"
+                super().__init__(x, x + 1)
+                self.extra = [x]
+
+        points = [P(i, i * 2) for i in range(300)]
+        print(sum(p.x + p.y + p.z for p in points), list(vars(points[7]).items()))
+        p = points[3]
+        p.__init__(5, 6, 7)
+        print(list(vars(p).items()))
+        del p.y
+        p.__init__(8, 9)
+        print(list(vars(p).items()), p.__dict__)
+        qs = [Q(i) for i in range(200)]
+        print(list(vars(qs[5]).items()))
+        keep = P(0, 0, Noisy("first"))
+        keep.__init__(1, 1, Noisy("second"))
+        print("re-initialised")
+        keep.__init__(2, 3)
+        print(list(vars(keep).items()))
+    """, {"P.__init__": {"STORE_ATTR_INSTANCE_VALUE__NEW"}, "Q.__init__": {"STORE_ATTR_INSTANCE_VALUE__NEW"}})
+    assert "del first" in out.stdout and "del second" in out.stdout
 
 
 def test_sites_learning_types_in_a_running_loop():

@@ -59,6 +59,9 @@ pub struct CodeInfo<'a> {
     /// Address of a `u64` that `JUMP_BACKWARD` increments each time it runs
     /// (the back-edge count of `ember.stats()`); it must outlive the code.
     pub back_edge_counter: u64,
+    /// Its attribute stores mostly add attributes rather than replace them
+    /// (an `__init__`): they use the `__NEW` variant where there is one.
+    pub adds_attributes: bool,
 }
 
 /// Values that come from the running CPython.
@@ -152,6 +155,9 @@ pub struct Instr {
     fused_load: bool,
     /// That LOAD_FAST_BORROW: no code of its own (the NOP stencil).
     folded_load: bool,
+    /// Its stencil is the `__NEW` variant of its opcode's (set by the
+    /// layout; see [`CodeInfo::adds_attributes`]).
+    adds_attribute: bool,
     /// Placed with its trailing jump ([`full_form`]; set by the layout).
     full: bool,
 }
@@ -279,6 +285,7 @@ fn decode_into(
             skipped: false,
             fused_load: false,
             folded_load: false,
+            adds_attribute: false,
             full: false,
         };
         if op.jump != JumpRule::None {
@@ -675,6 +682,8 @@ pub struct Compiler {
     /// load they do.
     load_stores_ops: Box<[OpInfo; 256]>,
     nop_op: OpInfo,
+    /// The same for the `__NEW` variants (STORE_ATTR_INSTANCE_VALUE's).
+    new_attr_ops: Box<[OpInfo; 256]>,
     /// STORE_FAST_STORE_FAST, LOAD_FAST_BORROW.
     store_fast_store_fast: Option<u8>,
     load_fast_borrow: Option<u8>,
@@ -765,6 +774,7 @@ impl Compiler {
         let mut null_ops = Box::new(ops);
         let mut stores_ops = Box::new(ops);
         let mut load_stores_ops = Box::new(ops);
+        let mut new_attr_ops = Box::new(ops);
         // A variant's name, built in one buffer (this runs at the first
         // compilation of every process: no allocation per opcode).
         let mut variant_name = String::with_capacity(64);
@@ -793,6 +803,10 @@ impl Compiler {
                     load_stores_ops[op] = *info;
                     load_stores_ops[op].prog = prog;
                 }
+                if let Some(prog) = variant(name, "__NEW") {
+                    new_attr_ops[op] = *info;
+                    new_attr_ops[op].prog = prog;
+                }
                 // A stencil that would use a site cache it does not get
                 // is not used (its instruction is refused as unsupported).
                 for info in [&mut *info, &mut null_ops[op]] {
@@ -815,6 +829,7 @@ impl Compiler {
             stores_ops,
             load_stores_ops,
             nop_op,
+            new_attr_ops,
             store_fast_store_fast: opcodes::by_name("STORE_FAST_STORE_FAST"),
             load_fast_borrow: opcodes::by_name("LOAD_FAST_BORROW"),
             known: Known { store_fast: opcodes::by_name("STORE_FAST"), pop_top: opcodes::by_name("POP_TOP") },
@@ -830,6 +845,8 @@ impl Compiler {
             &self.null_ops[instr.opcode as usize]
         } else if instr.folded_load {
             &self.nop_op
+        } else if instr.adds_attribute {
+            &self.new_attr_ops[instr.opcode as usize]
         } else if instr.fused_stores && instr.fused_load {
             &self.load_stores_ops[instr.opcode as usize]
         } else if instr.fused_stores {
@@ -905,6 +922,9 @@ impl Compiler {
                 if self.folded_load(&s.instrs, k, targets) {
                     s.instrs[k].folded_load = true;
                     s.instrs[k + 1].fused_load = true;
+                }
+                if info.adds_attributes && self.new_attr_ops[s.instrs[k].opcode as usize].prog != NO_PROG {
+                    s.instrs[k].adds_attribute = true;
                 }
                 if self.stores_ops[s.instrs[k].opcode as usize].prog != NO_PROG {
                     if let Some(after) = self.fused_stores(&s.instrs, k, targets) {
