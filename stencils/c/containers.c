@@ -161,8 +161,10 @@ EMBER_STENCIL(MAP_ADD)
 /* ---- Unpacking -------------------------------------------------------- */
 
 /* The generic unpacking: seq is taken off the stack, the n + 1 + after
- * outputs (after < 0: exactly n) written below `top`, first item on top. */
-#define UNPACK_GENERIC(N, AFTER, TOTAL)                                        \
+ * outputs (after < 0: exactly n) written below `top`, first item on top;
+ * then NEXT (CONTINUE(), or JUMP() to stores placed apart). */
+#define UNPACK_GENERIC(N, AFTER, TOTAL) UNPACK_GENERIC_THEN(N, AFTER, TOTAL, CONTINUE())
+#define UNPACK_GENERIC_THEN(N, AFTER, TOTAL, NEXT)                             \
     do {                                                                       \
         _PyStackRef *top = stack_pointer - 1 + (TOTAL);                        \
         PyObject *seq_o = PyStackRef_AsPyObjectSteal(stack_pointer[-1]);       \
@@ -174,7 +176,7 @@ EMBER_STENCIL(MAP_ADD)
             ERROR();                                                           \
         }                                                                      \
         stack_pointer += (TOTAL);                                              \
-        CONTINUE();                                                            \
+        NEXT;                                                                  \
     } while (0)
 
 
@@ -229,19 +231,17 @@ EMBER_STENCIL(UNPACK_EX)
 /* (seq -- values[oparg]). Not yet specialised (tier 1 compiled the code
  * before the interpreter ran it): exact tuples and lists still take the
  * fast path. */
-/* The other sequences: the generic unpacking of OPARG items, after a miss
- * when the instruction is specialised. */
-MISS_HELPER(unpack_generic)
-{
-    int oparg = OPARG;
-    UNPACK_GENERIC(oparg, -1, oparg);
-}
-MISS_HELPER(unpack_miss)
-{
-    ADAPTIVE_MISS();
-    int oparg = OPARG;
-    UNPACK_GENERIC(oparg, -1, oparg);
-}
+/* The other sequences: the generic unpacking of OPARG items (after PRE: a
+ * miss counted when the instruction is specialised), then NEXT. */
+#define UNPACK_GENERIC_HELPER(NAME, PRE, NEXT)                                 \
+    MISS_HELPER(NAME)                                                          \
+    {                                                                          \
+        PRE;                                                                   \
+        int oparg = OPARG;                                                     \
+        UNPACK_GENERIC_THEN(oparg, -1, oparg, NEXT);                           \
+    }
+UNPACK_GENERIC_HELPER(unpack_generic, (void)0, CONTINUE())
+UNPACK_GENERIC_HELPER(unpack_miss, ADAPTIVE_MISS(), CONTINUE())
 /* UNPACK_SEQUENCE_TWO_TUPLE's oparg is 2 as well. */
 UNPACK_FAST(UNPACK_SEQUENCE, ADAPTIVE(UNPACK_SEQUENCE), unpack_generic, PyTuple, OPARG)
 UNPACK_FAST(UNPACK_SEQUENCE_TWO_TUPLE, (void)0, unpack_miss, PyTuple, 2)
@@ -257,25 +257,8 @@ UNPACK_FAST(UNPACK_SEQUENCE_LIST, (void)0, unpack_miss, PyList, OPARG)
  * the stores, placed next. The stores' own code is placed with the rare
  * paths: a sequence that is not an exact tuple or list of oparg items is
  * unpacked the generic way (out of line), then JUMP goes to the stores. */
-#define UNPACK_GENERIC_THEN_STORES(NAME, PRE)                                  \
-    MISS_HELPER(NAME)                                                          \
-    {                                                                          \
-        PRE;                                                                   \
-        int oparg = OPARG;                                                     \
-        _PyStackRef *top = stack_pointer - 1 + oparg;                          \
-        PyObject *seq_o = PyStackRef_AsPyObjectSteal(stack_pointer[-1]);       \
-        stack_pointer--;                                                       \
-        ESCAPE();                                                              \
-        int ok = _PyEval_UnpackIterableStackRef(tstate, seq_o, oparg, -1, top); \
-        Py_DECREF(seq_o);                                                      \
-        if (UNLIKELY(!ok)) {                                                   \
-            ERROR();                                                           \
-        }                                                                      \
-        stack_pointer += oparg;                                                \
-        JUMP();                                                                \
-    }
-UNPACK_GENERIC_THEN_STORES(unpack_generic_then_stores, (void)0)
-UNPACK_GENERIC_THEN_STORES(unpack_miss_then_stores, ADAPTIVE_MISS())
+UNPACK_GENERIC_HELPER(unpack_generic_then_stores, (void)0, JUMP())
+UNPACK_GENERIC_HELPER(unpack_miss_then_stores, ADAPTIVE_MISS(), JUMP())
 
 #define UNPACK_STORES(NAME, PRE, GENERIC)                                      \
     EMBER_STENCIL(NAME)                                                        \

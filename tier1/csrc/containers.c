@@ -130,33 +130,37 @@ ember_build_interpolation(_PyInterpreterFrame *frame, _PyStackRef *items, int op
     return res;
 }
 
-/* Slicing with the common bounds: exact ints that fit a Py_ssize_t (one
- * digit) or None. The bounds of such a slice, adjusted to a sequence of
- * `len` items as PySlice_Unpack and PySlice_AdjustIndices would (step 1);
- * 0 for any other bound, which goes the general way (a slice object, its
- * bounds' __index__). */
+/* A slice bound of the common kinds: an exact int that fits a Py_ssize_t
+ * (one digit), or None (`none`). 0 for any other. */
+static inline int
+plain_slice_bound(PyObject *bound, Py_ssize_t none, Py_ssize_t *out)
+{
+    if (bound == Py_None) {
+        *out = none;
+        return 1;
+    }
+    if (PyLong_CheckExact(bound) && _PyLong_IsCompact((PyLongObject *)bound)) {
+        *out = _PyLong_CompactValue((PyLongObject *)bound);
+        return 1;
+    }
+    return 0;
+}
+
+/* Slicing with the common bounds (plain_slice_bound). The bounds of such a
+ * slice, adjusted to a sequence of `len` items as PySlice_Unpack and
+ * PySlice_AdjustIndices would (step 1), and `hi` raised to `lo` when below
+ * it (an empty slice); 0 for any other bound, which goes the general way (a
+ * slice object, its bounds' __index__). */
 static inline int
 plain_slice_bounds(PyObject *start, PyObject *stop, Py_ssize_t len, Py_ssize_t *lo, Py_ssize_t *hi)
 {
-    if (start == Py_None) {
-        *lo = 0;
-    }
-    else if (PyLong_CheckExact(start) && _PyLong_IsCompact((PyLongObject *)start)) {
-        *lo = _PyLong_CompactValue((PyLongObject *)start);
-    }
-    else {
-        return 0;
-    }
-    if (stop == Py_None) {
-        *hi = PY_SSIZE_T_MAX;
-    }
-    else if (PyLong_CheckExact(stop) && _PyLong_IsCompact((PyLongObject *)stop)) {
-        *hi = _PyLong_CompactValue((PyLongObject *)stop);
-    }
-    else {
+    if (!plain_slice_bound(start, 0, lo) || !plain_slice_bound(stop, PY_SSIZE_T_MAX, hi)) {
         return 0;
     }
     PySlice_AdjustIndices(len, lo, hi, 1);
+    if (*hi < *lo) {
+        *hi = *lo;
+    }
     return 1;
 }
 
@@ -181,7 +185,7 @@ plain_slice(PyObject *container, PyObject *start, PyObject *stop)
     }
     else if (type == &PyUnicode_Type) {
         if (plain_slice_bounds(start, stop, PyUnicode_GET_LENGTH(container), &lo, &hi)) {
-            return PyUnicode_Substring(container, lo, hi < lo ? lo : hi);
+            return PyUnicode_Substring(container, lo, hi);
         }
     }
     return NULL;
@@ -225,7 +229,7 @@ ember_store_slice(_PyInterpreterFrame *frame, _PyStackRef *items)
         /* What a list's item assignment with a slice of step 1 comes to,
          * for a value it takes as it is (another, the general way: its
          * message for one that is not iterable is the extended slice's). */
-        err = PyList_SetSlice(container, lo, hi < lo ? lo : hi, value);
+        err = PyList_SetSlice(container, lo, hi, value);
     }
     else {
         PyObject *slice = PySlice_New(BORROW(items[2]), BORROW(items[3]), NULL);
