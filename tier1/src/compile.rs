@@ -795,21 +795,23 @@ impl Compiler {
                     null_ops[op] = *info;
                     null_ops[op].prog = prog;
                 }
-                if let Some(prog) = variant(name, "__STORES") {
-                    stores_ops[op] = *info;
-                    stores_ops[op].prog = prog;
-                }
-                if let Some(prog) = variant(name, "__LOAD_STORES") {
-                    load_stores_ops[op] = *info;
-                    load_stores_ops[op].prog = prog;
-                }
-                if let Some(prog) = variant(name, "__NEW") {
-                    new_attr_ops[op] = *info;
-                    new_attr_ops[op].prog = prog;
+                for (table, suffix) in
+                    [(&mut stores_ops, "__STORES"), (&mut load_stores_ops, "__LOAD_STORES"), (&mut new_attr_ops, "__NEW")]
+                {
+                    if let Some(prog) = variant(name, suffix) {
+                        table[op] = *info;
+                        table[op].prog = prog;
+                    }
                 }
                 // A stencil that would use a site cache it does not get
                 // is not used (its instruction is refused as unsupported).
-                for info in [&mut *info, &mut null_ops[op]] {
+                for info in [
+                    &mut *info,
+                    &mut null_ops[op],
+                    &mut stores_ops[op],
+                    &mut load_stores_ops[op],
+                    &mut new_attr_ops[op],
+                ] {
                     if info.site_words == 0 && programs.uses_site(info.prog) {
                         info.prog = NO_PROG;
                     }
