@@ -8,7 +8,7 @@
 
 use std::fmt::Write;
 
-use crate::types::Hole;
+use crate::types::{Hole, HoleValue};
 use crate::StencilSet;
 
 /// Bytes per line of a byte-string literal.
@@ -44,6 +44,8 @@ pub fn emit_rust(set: &StencilSet) -> String {
         let _ = writeln!(w, "        trailing_continue: {:?},", s.trailing_continue);
         let _ = writeln!(w, "        cold: {},", bytes(&s.cold));
         let _ = writeln!(w, "        cold_holes: {},", holes(&s.cold_holes));
+        let uses_site = s.code_holes.iter().chain(&s.cold_holes).any(|h| h.value == HoleValue::Site);
+        let _ = writeln!(w, "        uses_site: {uses_site},");
         let _ = writeln!(w, "    }},");
     }
     let _ = writeln!(w, "];");

@@ -92,4 +92,7 @@ pub struct Stencil {
     /// reaches `code` through `Code` holes. Empty when not split.
     pub cold: &'static [u8],
     pub cold_holes: &'static [Hole],
+    /// `code` or `cold` has a `Site` hole (found when the tables are
+    /// generated: the compiler asks for every opcode at start-up).
+    pub uses_site: bool,
 }

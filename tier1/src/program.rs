@@ -256,9 +256,7 @@ impl Programs {
     /// Whether stencil `i`'s code or cold part has a SITE hole (read from
     /// the stencil: no program is built for it).
     pub fn uses_site(&self, i: u16) -> bool {
-        STENCILS.get(i as usize).is_some_and(|st| {
-            st.code_holes.iter().chain(st.cold_holes).any(|h| matches!(h.value, HoleValue::Site))
-        })
+        STENCILS.get(i as usize).is_some_and(|st| st.uses_site)
     }
 }
 
