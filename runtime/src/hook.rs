@@ -267,6 +267,7 @@ pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, in
         return 0;
     }
     if rec.compiled.is_none() {
+        rec.interpreted_back_edges += OSR_CHECK_EVERY;
         if rec.refusal.is_some() {
             return ember_tier1::glue::OSR_NEVER;
         }
@@ -290,7 +291,7 @@ pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, in
             // hand-offs are rationed. A frame running this long is worth it.
             wanted = wanted.max(OSR_FIRST_FRAME_NS);
         }
-        if rec.interpreted_ns.saturating_add(own_so_far) < wanted {
+        if rec.interpreted_ns.saturating_add(own_so_far) < wanted || rec.interpreted_back_edges < MIN_LOOP_ITERATIONS {
             return 0;
         }
         jit::compile_tier1(code, rec);
@@ -337,12 +338,25 @@ fn awaits_loop_work(rec: &mut records::CodeRecord, settings: &jit::Settings) -> 
         && records::has_loops(rec)
 }
 
-/// Its frames have run, in the interpreter, for what compiling it is worth.
+/// Its frames have run, in the interpreter, for what compiling it is worth:
+/// long enough, and through enough iterations of its loops. Time alone
+/// counts what its calls and I/O took: start-up code that loops over a few
+/// files (importlib.metadata reading entry points) ran long in few
+/// iterations, and compiling it would gain nothing.
 #[inline(always)]
 unsafe fn loop_work_done(rec: &records::CodeRecord, settings: &jit::Settings) -> bool {
     let units = ffi::Py_SIZE(rec.code) as u64;
     rec.interpreted_ns >= settings.tier1_loop_work_ns_per_unit.saturating_mul(units)
+        && rec.interpreted_back_edges >= MIN_LOOP_ITERATIONS
 }
+
+/// Back-edges a function's frames must take in the interpreter before the
+/// default policy compiles it for its loops.
+const MIN_LOOP_ITERATIONS: u64 = 64;
+
+/// The interpreter's back-edges that reach the on-stack-replacement policy
+/// of code not compiled (tier1/csrc/osr.c, EMBER_OSR_CHECK_EVERY).
+const OSR_CHECK_EVERY: u64 = 16;
 
 #[inline(always)]
 fn wants_tier1(rec: &mut records::CodeRecord, settings: &jit::Settings) -> bool {

@@ -37,6 +37,8 @@ pub struct DirectEntry {
     pub n_entries: u64,
     /// The record's `profile.resumes`.
     pub resumes: *mut u64,
+    /// The record's `interpreted_back_edges`.
+    pub interpreted_back_edges: *mut u64,
 }
 
 /// Kept first, for C.
@@ -88,6 +90,11 @@ pub struct CodeRecord {
     /// Time its frames ran in the interpreter (callees included) while it
     /// was waiting to be compiled (`jit::Settings::tier1_loop_work_ns_per_unit`).
     pub interpreted_ns: u64,
+    /// Back-edges its frames took in the interpreter while it was not
+    /// compiled, as the on-stack-replacement entries see them (counted
+    /// `OSR_CHECK_EVERY` at a time; from its first timed frame, when they
+    /// are put).
+    pub interpreted_back_edges: u64,
     /// Its back-edges have on-stack-replacement entries (tier1/csrc/osr.c;
     /// put once, when its frames are first timed).
     pub osr_installed: bool,
@@ -276,6 +283,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
             entries: ptr::null(),
             n_entries: 0,
             resumes: ptr::null_mut(),
+            interpreted_back_edges: ptr::null_mut(),
         },
         code,
         profile: CodeProfile::default(),
@@ -296,6 +304,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         import_boundary: is_import_boundary(code),
         long_frames: false,
         interpreted_ns: 0,
+        interpreted_back_edges: 0,
         osr_installed: false,
         work_at_compile: 0,
         tier1_compiles: 0,
@@ -304,6 +313,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
     }));
     (*rec).direct.calls = ptr::addr_of_mut!((*rec).profile.calls);
     (*rec).direct.resumes = ptr::addr_of_mut!((*rec).profile.resumes);
+    (*rec).direct.interpreted_back_edges = ptr::addr_of_mut!((*rec).interpreted_back_edges);
     st.by_code.insert(code as usize, rec);
     publish_records();
     st.records.push(rec);

@@ -236,3 +236,54 @@ def test_no_move_with_a_threshold_set(tmp_path):
     body, moved, compiled = split_report(run(source, tmp_path, extra={"EMBER_TIER1_THRESHOLD": "5"}))
     assert body == run(source, tmp_path, ember=False)
     assert moved == 0 and compiled == {"work": False}
+
+
+def test_a_loop_of_few_long_iterations_stays_in_the_interpreter(tmp_path):
+    # Time alone would compile these: each iteration waits in C (as start-up
+    # code reading files does). Compiling speeds up bytecode, not the wait,
+    # so the default policy also asks for iterations: none go round enough.
+    source = """
+        import time
+        WATCHED = ["few", "few_gen", "consume"]
+
+        def few(n):
+            t = 0
+            for i in range(n):
+                time.sleep(0.002)
+                t += i
+            return t
+
+        def few_gen(n):
+            for i in range(n):
+                time.sleep(0.002)
+                yield i
+
+        def consume():
+            return sum(few_gen(20))
+
+        print(few(20), few(20), consume(), consume())
+    """ + REPORT
+    body, moved, compiled = split_report(run(source, tmp_path))
+    assert body == run(source, tmp_path, ember=False)
+    assert compiled == {"few": False, "few_gen": False, "consume": False}
+
+
+def test_a_generator_that_loops_long_between_yields_is_compiled(tmp_path):
+    # Its frames cannot move to compiled code at a back-edge, and it yields
+    # rarely: the iterations its loop makes in the interpreter count all the
+    # same, and it is compiled at a resumption.
+    source = """
+        WATCHED = ["rare"]
+
+        def rare(n):
+            t = 0
+            for i in range(n):
+                t += i % 7
+                if i % 100_000 == 99_999:
+                    yield t
+
+        print(list(rare(600_000)))
+    """ + REPORT
+    body, moved, compiled = split_report(run(source, tmp_path))
+    assert body == run(source, tmp_path, ember=False)
+    assert compiled == {"rare": True}

@@ -17,6 +17,9 @@ typedef struct ember_direct_entry {
     const uint64_t *entries;
     uint64_t n_entries;
     uint64_t *resumes;
+    /* Back-edges the interpreter took in frames of the code while it had
+     * no compiled entries (one in EMBER_OSR_CHECK_EVERY seen). */
+    uint64_t *interpreted_back_edges;
 } ember_direct_entry;
 
 /* A generic CALL's memory of the last Python function it pushed directly

@@ -281,6 +281,14 @@ ember_osr_entry(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThread
             entry_frame->stackpointer = sp + 1;
             return entry_frame->instr_ptr;
         }
+    } else if (++ex->waiting % EMBER_OSR_CHECK_EVERY == 0) {
+        /* A frame that cannot move (a generator's, one the evaluator did
+         * not start): its loops' iterations still count towards compiling
+         * the code (the policy's `interpreted_back_edges`). */
+        ember_direct_entry *d = ember_find_direct(tstate, code);
+        if (d != NULL && d->entries == NULL && d->interpreted_back_edges != NULL) {
+            *d->interpreted_back_edges += EMBER_OSR_CHECK_EVERY;
+        }
     }
     return ex->target;
 }

@@ -56,7 +56,10 @@ def _tier(name: str, value: str) -> int:
 #: may run long in few calls (a benchmark's main loop: once per iteration).
 #: So a function with a loop is compiled once its frames have run in the
 #: interpreter for DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT ns per code unit of
-#: its bytecode (less the time of frames of other such functions they call):
+#: its bytecode (less the time of frames of other such functions they call)
+#: and its loops have gone round 64 times there (runtime/src/hook.rs,
+#: MIN_LOOP_ITERATIONS: time alone compiled start-up code whose few
+#: iterations wait on files, importlib.metadata's, in every process):
 #: at one of its loop's back-edges, the frame going on in compiled code from
 #: there (on-stack replacement, tier1/csrc/osr.c), or at its second call (its
 #: first, in the interpreter, has specialised the instructions it ran).
