@@ -453,10 +453,13 @@ pub unsafe extern "C" fn passthrough_eval_frame(
 }
 
 /// Events of sys.monitoring are set on `code` alone: the interpreter runs
-/// it (its instrumentation version does not show them).
+/// it (its instrumentation version does not show them). Code that was
+/// never monitored has no monitoring data: that is checked here, without a
+/// call into the glue, on every frame the evaluator enters.
 #[inline(always)]
 unsafe fn has_local_events(code: *mut ffi::PyObject) -> bool {
-    ember_tier1::glue::has_local_events(code as *mut c_void)
+    !jit::field::<*mut c_void>(code, abi::CODE_CO_MONITORING).is_null()
+        && ember_tier1::glue::has_local_events(code as *mut c_void)
 }
 
 #[inline(always)]
