@@ -159,7 +159,7 @@ pub static STATE: GilCell<State> = GilCell(UnsafeCell::new(State {
     watcher: -1,
     records: Vec::new(),
     totals: GlobalCounters { frames: 0, code_objects_seen: 0, code_objects_freed: 0 },
-    settings: Settings { tier1_threshold: 2, tier1_threshold_loopless: 1024, tier1_loop_work_ns_per_unit: 0, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
+    settings: Settings { tier1_threshold: 2, tier1_threshold_loopless: 256, tier1_loop_work_ns_per_unit: 0, max_tier: Tier::Interpreter, code_limit: 512 << 20, perf_map: false },
     tier1: Tier1Totals { compiled: 0, refused: None, compile_ns: 0, publish_ns: 0, code_bytes: 0, hot_bytes: 0, instructions: 0 },
     totals_handoffs: 0,
     totals_respecialisations_declined: 0,

@@ -69,14 +69,14 @@ def test_threshold_policy(tmp_path):
     p = run(source, {"EMBER": "1"}, tmp_path)
     assert p.stdout == "False\nFalse\n", p.stderr
     p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
-    assert p.stdout == "False\nFalse\n", p.stderr  # loop-free: default threshold 1024 > 6 calls
+    assert p.stdout == "False\nFalse\n", p.stderr  # loop-free: default threshold 256 > 6 calls
 
 
 def test_default_threshold_waits_longer_for_functions_without_loops(tmp_path):
-    # A loop-free function is compiled at its 1024th call; one with a loop
+    # A loop-free function is compiled at its 256th call; one with a loop
     # once its frames have run long enough in the interpreter: a long loop
     # during its first call (its frame goes on in compiled code from a
-    # back-edge), a loop of a few iterations later (at the 1024th at the
+    # back-edge), a loop of a few iterations later (at the 256th at the
     # latest), as start-up code's loops.
     source = """
         import ember
@@ -112,8 +112,8 @@ def test_default_threshold_waits_longer_for_functions_without_loops(tmp_path):
     p = run(source, {"EMBER": "1", "EMBER_MAX_TIER": "1"}, tmp_path)
     assert p.returncode == 0, p.stderr
     plain, long_loop, short_loop = map(int, p.stdout.split())
-    assert (plain, long_loop) == (1024, 1), p.stdout
-    assert 2 < short_loop <= 1024, p.stdout
+    assert (plain, long_loop) == (256, 1), p.stdout
+    assert 2 < short_loop <= 256, p.stdout
     # A threshold that is set applies to every function, whatever it runs.
     p = run(source, {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "5"}, tmp_path)
     assert p.stdout == "5 5 5\n", p.stderr

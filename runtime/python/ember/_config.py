@@ -72,9 +72,15 @@ def _tier(name: str, value: str) -> int:
 #: (benches/README.md, cold runs): 128 calls and 1000 ns compiled about 115
 #: functions of start-up code per process, 1024 and 4000 about 25, and were
 #: slower by 2 to 4% of the whole process; 4096 and 8000 compiled the
-#: benchmarks' own functions too late.
+#: benchmarks' own functions too late. Since imports run without the
+#: evaluator (hook.rs, run_import), start-up code's calls are mostly not
+#: counted: 256 compiles no more start-up functions than 1024 in those
+#: processes (2026-11-29), and compiles a program's own functions sooner
+#: (chaos's set-up calls a few of them some 3,000 times: whole cold runs,
+#: 40 processes, 0.964x/0.965x against the interpreter at 1024 and
+#: 0.970x/0.979x at 256 in two runs; the other nine within noise).
 DEFAULT_TIER1_THRESHOLD = 2
-DEFAULT_TIER1_THRESHOLD_LOOPLESS = 1024
+DEFAULT_TIER1_THRESHOLD_LOOPLESS = 256
 DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT = 4000
 # Tier 1 is on by default: with every function compiled at its first call it
 # gives CPython's own test suite the interpreter's results, and it is what
