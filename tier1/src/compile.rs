@@ -921,19 +921,18 @@ impl Compiler {
         {
             let (targets, unit_off) = (&s.targets[..], &mut s.unit_off[..]);
             for k in 0..s.instrs.len() {
-                if self.folded_load(&s.instrs, k, targets) {
+                if let Some(after) = self.folded_load(&s.instrs, k, targets) {
                     s.instrs[k].folded_load = true;
                     s.instrs[k + 1].fused_load = true;
+                    fuse_stores(&mut s.instrs, k + 1, after);
                 }
                 if info.adds_attributes && self.new_attr_ops[s.instrs[k].opcode as usize].prog != NO_PROG {
                     s.instrs[k].adds_attribute = true;
                 }
-                if self.stores_ops[s.instrs[k].opcode as usize].prog != NO_PROG {
+                // (An unpacking after a folded load has its stores fused already.)
+                if !s.instrs[k].fused_stores && self.stores_ops[s.instrs[k].opcode as usize].prog != NO_PROG {
                     if let Some(after) = self.fused_stores(&s.instrs, k, targets) {
-                        s.instrs[k].fused_stores = true;
-                        for store in s.instrs[k + 1..].iter_mut().take_while(|i| (i.index as usize) < after) {
-                            store.skipped = true;
-                        }
+                        fuse_stores(&mut s.instrs, k, after);
                     }
                 }
                 let full = full_form(&s.instrs, k);
@@ -1350,19 +1349,22 @@ impl Compiler {
     /// (`fused_stores`), with a `__LOAD_STORES` variant, on the load's line
     /// and not a jump target, so that no LINE_CHECK goes between them and
     /// no code enters the unpacking without the load. The variant reads
-    /// the local from the load's oparg: the load is one code unit.
-    fn folded_load(&self, instrs: &[Instr], k: usize, targets: &[u8]) -> bool {
-        let (Some(load), Some(unpack)) = (instrs.get(k), instrs.get(k + 1)) else {
-            return false;
-        };
-        Some(load.opcode) == self.load_fast_borrow
+    /// the local from the load's oparg: the load is one code unit. Returns
+    /// the unpacking's `fused_stores`.
+    fn folded_load(&self, instrs: &[Instr], k: usize, targets: &[u8]) -> Option<usize> {
+        let (load, unpack) = (instrs.get(k)?, instrs.get(k + 1)?);
+        let foldable = Some(load.opcode) == self.load_fast_borrow
             && load.dispatch == load.index
             && load.next == unpack.index
             && unpack.line == load.line
             && targets[unpack.index as usize] == 0
             && self.nop_op.prog != NO_PROG
-            && self.load_stores_ops[unpack.opcode as usize].prog != NO_PROG
-            && self.fused_stores(instrs, k + 1, targets).is_some()
+            && self.load_stores_ops[unpack.opcode as usize].prog != NO_PROG;
+        if foldable {
+            self.fused_stores(instrs, k + 1, targets)
+        } else {
+            None
+        }
     }
 
     /// The first reason, in the layout's order, an instruction cannot be
@@ -1691,6 +1693,15 @@ fn prefetch(p: *const u8, len: usize) {
 /// it: the last one, and a store done by the unpacking before it, placed
 /// apart (`Instr::skipped`). That unpacking goes on with what follows the
 /// stores, placed next.
+/// Mark the unpacking `instrs[k]` as doing the stores that follow it, up to
+/// code unit `after` ([`Compiler::fused_stores`]).
+fn fuse_stores(instrs: &mut [Instr], k: usize, after: usize) {
+    instrs[k].fused_stores = true;
+    for store in instrs[k + 1..].iter_mut().take_while(|i| (i.index as usize) < after) {
+        store.skipped = true;
+    }
+}
+
 fn full_form(instrs: &[Instr], k: usize) -> bool {
     k + 1 == instrs.len() || instrs[k].skipped || (instrs[k + 1].skipped && !instrs[k].fused_stores)
 }
