@@ -267,7 +267,6 @@ pub unsafe extern "C" fn osr_policy(_tstate: *mut c_void, frame: *mut c_void, in
         return 0;
     }
     if rec.compiled.is_none() {
-        rec.interpreted_back_edges += OSR_CHECK_EVERY;
         if rec.refusal.is_some() {
             return ember_tier1::glue::OSR_NEVER;
         }
@@ -353,10 +352,6 @@ unsafe fn loop_work_done(rec: &records::CodeRecord, settings: &jit::Settings) ->
 /// Back-edges a function's frames must take in the interpreter before the
 /// default policy compiles it for its loops.
 const MIN_LOOP_ITERATIONS: u64 = 64;
-
-/// The interpreter's back-edges that reach the on-stack-replacement policy
-/// of code not compiled (tier1/csrc/osr.c, EMBER_OSR_CHECK_EVERY).
-const OSR_CHECK_EVERY: u64 = 16;
 
 #[inline(always)]
 fn wants_tier1(rec: &mut records::CodeRecord, settings: &jit::Settings) -> bool {

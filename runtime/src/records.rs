@@ -90,10 +90,10 @@ pub struct CodeRecord {
     /// Time its frames ran in the interpreter (callees included) while it
     /// was waiting to be compiled (`jit::Settings::tier1_loop_work_ns_per_unit`).
     pub interpreted_ns: u64,
-    /// Back-edges its frames took in the interpreter while it was not
-    /// compiled, as the on-stack-replacement entries see them (counted
-    /// `OSR_CHECK_EVERY` at a time; from its first timed frame, when they
-    /// are put).
+    /// Back-edges its frames took in the interpreter while it had no
+    /// compiled entries, as the on-stack-replacement entries see them
+    /// (tier1/csrc/osr.c counts them, EMBER_OSR_CHECK_EVERY at a time;
+    /// from its first timed frame, when the entries are put).
     pub interpreted_back_edges: u64,
     /// Its back-edges have on-stack-replacement entries (tier1/csrc/osr.c;
     /// put once, when its frames are first timed).

@@ -223,6 +223,18 @@ ember_code_has_local_events(PyCodeObject *code)
     return ember_monitored_locally(code);
 }
 
+/* EMBER_OSR_CHECK_EVERY more back-edges taken in the interpreter by frames
+ * of code `d` is the record of (or none), while it has no compiled entries:
+ * what the policy counts as its loops' iterations (runtime/src/hook.rs,
+ * `interpreted_back_edges`). */
+static inline void
+count_back_edges(ember_direct_entry *d)
+{
+    if (d != NULL && d->entries == NULL) {
+        *d->interpreted_back_edges += EMBER_OSR_CHECK_EVERY;
+    }
+}
+
 /* The interpreter's ENTER_EXECUTOR: continue `frame` (at the back-edge) in
  * compiled code if there is some to continue it in, else where the jump
  * goes. */
@@ -245,8 +257,11 @@ ember_osr_entry(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThread
         /* While the code is not compiled, the policy looks at the time
          * every EMBER_OSR_CHECK_EVERY back-edges only. */
         ember_direct_entry *d = ember_find_direct(tstate, code);
-        if ((d == NULL || d->entries == NULL) && ++ex->waiting % EMBER_OSR_CHECK_EVERY != 0) {
-            return ex->target;
+        if (d == NULL || d->entries == NULL) {
+            if (++ex->waiting % EMBER_OSR_CHECK_EVERY != 0) {
+                return ex->target;
+            }
+            count_back_edges(d);
         }
         uint64_t index = (uint64_t)(here - _PyCode_CODE(code));
         uint64_t decided = ember_osr_policy(tstate, frame, index, osr_handed_over == frame);
@@ -283,12 +298,8 @@ ember_osr_entry(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThread
         }
     } else if (++ex->waiting % EMBER_OSR_CHECK_EVERY == 0) {
         /* A frame that cannot move (a generator's, one the evaluator did
-         * not start): its loops' iterations still count towards compiling
-         * the code (the policy's `interpreted_back_edges`). */
-        ember_direct_entry *d = ember_find_direct(tstate, code);
-        if (d != NULL && d->entries == NULL && d->interpreted_back_edges != NULL) {
-            *d->interpreted_back_edges += EMBER_OSR_CHECK_EVERY;
-        }
+         * not start): its loops' iterations count all the same. */
+        count_back_edges(ember_find_direct(tstate, code));
     }
     return ex->target;
 }
