@@ -21,6 +21,16 @@ import pytest
 import difftest
 from difftest import EMBER_CONFIGS, Config, check
 
+# A helper most snippets define among their functions (indented as they
+# are): what a call returns, or the exception it raises, as text.
+ATTEMPT = """\
+        def attempt(func, *args):
+            try:
+                return func(*args)
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
+"""
+
 WARM = Config("tier1-warm", {"EMBER": "1", "EMBER_TIER1_THRESHOLD": "20"})
 CONFIGS = EMBER_CONFIGS + [WARM]
 TIER1_CONFIGS = ("tier1-eager", "tier1-warm")
@@ -105,12 +115,7 @@ def test_unpack_sequence_and_ex():
             yield 1
             raise KeyError("from inside the iterator")
 
-        def attempt(func, *args):
-            try:
-                return func(*args)
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-
+""" + ATTEMPT + """
         for _ in range(30):
             values = [
                 unpack2((1, 2)), unpack2([3, 4]), unpack2("xy"), unpack2(gen(2)),
@@ -203,12 +208,7 @@ def test_build_map_set_and_comprehensions():
         def bad_setcomp(keys):
             return {k for k in keys}
 
-        def attempt(func, *args):
-            try:
-                return func(*args)
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-
+""" + ATTEMPT + """
         for _ in range(25):
             results = [maps(1, 2), maps("x", "y"), sets(1, 2), sets("a", (1, 2)), comps(5),
                        attempt(bad_map, []), attempt(bad_map, Key(-1)), attempt(bad_set, {}),
@@ -259,12 +259,7 @@ def test_star_displays_and_errors():
         def dicts(a, b):
             return {**a, **b}, {"z": 0, **a}
 
-        def attempt(func, *args):
-            try:
-                return func(*args)
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-
+""" + ATTEMPT + """
         for _ in range(25):
             results = [
                 lists([1], (2, 3)), lists("ab", {4: 5}), tuples([1], [2]), sets([3, 1], (2,)),
@@ -296,12 +291,7 @@ def test_dict_merge_in_calls():
         def calls(a, b):
             return target(**a), target(1, **a, **b), target(*b, z=1, **a)
 
-        def attempt(func, *args):
-            try:
-                return func(*args)
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-
+""" + ATTEMPT + """
         for _ in range(25):
             results = [calls({"x": 1}, {"y": 2}), attempt(calls, {"x": 1}, {"x": 2}),
                        attempt(calls, 1, {}), attempt(calls, {}, 3), attempt(calls, {1: 2}, {})]
@@ -346,12 +336,7 @@ def test_fstrings():
             return (f"{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}"
                     f"-{a}-{a}-{a}-{a}")
 
-        def attempt(func, *args):
-            try:
-                return func(*args)
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-
+""" + ATTEMPT + """
         for _ in range(25):
             results = [simple(1, "two"), simple("é", 2.5), simple(Fmt(), None), simple(StrSub("s"), [1]),
                        spec(3.14159, 10, 3), spec("ab", 6, 0), spec(Fmt(), 3, 1), many("x"), many(7),
@@ -384,12 +369,7 @@ def test_template_strings():
         def show(t):
             return t.strings, [(i.value, i.expression, i.conversion, i.format_spec) for i in t.interpolations]
 
-        def attempt(func, *args):
-            try:
-                return func(*args)
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-
+""" + ATTEMPT + """
         for _ in range(25):
             results = [show(template(1, 4)), show(template("s", 2)), attempt(template, 1, "x"),
                        type(template(BadRepr(), 1).interpolations[0].value).__name__]
@@ -436,12 +416,7 @@ def test_slices_and_del():
             del seq[::2]
             return seq
 
-        def attempt(func, *args):
-            try:
-                return func(*args)
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-
+""" + ATTEMPT + """
         for _ in range(25):
             results = [
                 slices([0, 1, 2, 3, 4, 5], 1, 5, 2), slices("abcdef", None, Index(), -1), slices(Recorder(), 1, "x", None),
@@ -503,12 +478,7 @@ def test_plain_slices_of_lists_tuples_and_strings():
             seq[a:b] = value
             return seq
 
-        def attempt(func, *args):
-            try:
-                return func(*args)
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-
+""" + ATTEMPT + """
         bounds = [None, 0, 1, 3, -1, -3, 7, -9, 2**70, -2**70, True, Index(), MyInt(2), 2**40]
         for _ in range(20):
             seen = []
@@ -579,12 +549,7 @@ def test_match_len_and_patterns():
                 case _:
                     return "other"
 
-        def attempt(func, *args):
-            try:
-                return func(*args)
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-
+""" + ATTEMPT + """
         for _ in range(25):
             results = [classify(v) for v in ([], [1], (1, 2, 3), {"kind": "pt", "x": 1, "z": 2}, {"kind": 5},
                                              Point(0, 3), Point(2, 2), Point(1, 2), "s", b"b", 3.5)]
@@ -628,12 +593,7 @@ def test_to_bool_specialisations():
         def negate(v):
             return not v
 
-        def attempt(func, *args):
-            try:
-                return func(*args)
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-
+""" + ATTEMPT + """
         import types
         kinds = {"int": (0, 5, -3, 2**100), "str": ("", "x"), "list": ([], [0]), "none": (None,),
                  "bool": (True, False), "plain": (Plain(),)}
@@ -714,12 +674,7 @@ def test_binary_op_specialisations():
                 t = s + p
             return t
 
-        def attempt(func, *args):
-            try:
-                return func(*args)
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-
+""" + ATTEMPT + """
         for _ in range(30):
             tuple_item((1, 2, 3), 1); str_item("abc", 2); dict_item({"a": 1}, "a")
             list_slice([1, 2, 3], slice(1, None)); concat("a", "b")
