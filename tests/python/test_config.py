@@ -72,6 +72,24 @@ def test_ember_1_enables_at_startup_without_code_changes(scripts):
     assert (p.stdout, p.stderr, p.returncode) == ("True True 4900\n", "", 0)
 
 
+def test_startup_imports_only_the_package_and_the_extension(scripts):
+    # Every EMBER=1 process pays for what the autoload imports: the package
+    # (configuration included) and the extension, not the per-function calls
+    # (ember/_api.py), which come with their first use, under every name
+    # the package exports.
+    (scripts / "mods.py").write_text(textwrap.dedent("""
+        import sys
+        print(sorted(m for m in sys.modules if m.startswith("ember")))
+        import ember
+        from ember import *
+        print(all(callable(globals()[name]) for name in ember.__all__),
+              set(ember.__all__) <= set(dir(ember)), "ember._api" in sys.modules)
+    """))
+    p = python("mods.py", env={"EMBER": "1"}, cwd=scripts)
+    assert (p.stdout, p.stderr, p.returncode) == (
+        "['ember', 'ember._ember', 'ember_autoload']\nTrue True True\n", "", 0)
+
+
 @pytest.mark.parametrize("env, loaded", [({"EMBER": "0"}, "True"), ({}, "False")])
 def test_ember_off(scripts, env, loaded):
     p = python("probe.py", env=env, cwd=scripts)

@@ -12,8 +12,6 @@ import atexit
 import os
 import sys
 
-from . import _config
-from ._config import ConfigError
 from . import _ember
 
 __all__ = [
@@ -42,6 +40,180 @@ MAX_AVAILABLE_TIER = _ember.MAX_AVAILABLE_TIER
 _stats_path_registered: set[str] = set()
 
 
+# --- Configuration.
+#
+# Ember's environment variables: the one table of what they mean and accept.
+# Every ``EMBER_*`` variable is validated before Ember turns on. A bad value
+# prints one line naming the variable and what it accepts, and Ember stays off
+# rather than guessing. ``EMBER_DEV_*`` belongs to the development scripts
+# (``dev/env``) and is ignored here.
+
+
+class ConfigError(ValueError):
+    """A configuration value Ember cannot accept."""
+
+
+def _flag(name: str, value: str) -> bool:
+    if value in ("0", "1"):
+        return value == "1"
+    raise ConfigError(f"{name}={value!r} is not accepted: expected 1 (on) or 0 (off)")
+
+
+def _path(name: str, value: str) -> str:
+    """A file to write at exit; "{pid}" in it becomes the id of the process
+    that writes it (one file per process when a program forks or starts
+    subprocesses with the same environment). It is kept in the value returned
+    and replaced when the file is written; its directory is checked now, for
+    this process."""
+    if not value:
+        raise ConfigError(f"{name} is empty: expected the path of a file to write")
+    parent = os.path.dirname(os.path.abspath(value.replace("{pid}", str(os.getpid()))))
+    if not os.path.isdir(parent):
+        raise ConfigError(f"{name}={value!r} is not accepted: directory {parent!r} does not exist")
+    return value
+
+
+def _count(name: str, value: str) -> int:
+    if value.isdigit() and value.isascii():
+        return int(value)
+    raise ConfigError(f"{name}={value!r} is not accepted: expected a whole number >= 0")
+
+
+def _tier(name: str, value: str) -> int:
+    if value in ("0", "1"):
+        return int(value)
+    raise ConfigError(f"{name}={value!r} is not accepted: expected 0 (interpreter only) "
+                      "or 1 (baseline compiler), the tiers this build has")
+
+
+#: Defaults of the compilation settings. Compiling costs, in a short
+#: program whose caches are cold, about 1-1.5 us per instruction (and the new
+#: code is not in cache either), while compiled code saves a fraction of the
+#: interpreter's time: compiling pays only once the interpreter has spent a
+#: few times that on the function. A function without a loop runs each
+#: instruction once per call, so it is compiled after many calls (start-up
+#: code, imports, runs most of its functions fewer times). One with a loop
+#: may run long in few calls (a benchmark's main loop: once per iteration).
+#: So a function with a loop is compiled once its frames have run in the
+#: interpreter for DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT ns per code unit of
+#: its bytecode (less the time of frames of other such functions they call)
+#: and its loops have gone round 64 times there (runtime/src/hook.rs,
+#: MIN_LOOP_ITERATIONS: time alone compiled start-up code whose few
+#: iterations wait on files, importlib.metadata's, in every process):
+#: at one of its loop's back-edges, the frame going on in compiled code from
+#: there (on-stack replacement, tier1/csrc/osr.c), or at its second call (its
+#: first, in the interpreter, has specialised the instructions it ran).
+#: A generator's or coroutine's resumptions count as calls here: its one
+#: frame may run a program's main loop, and compiled code can take it over
+#: at its next resumption. A loop that runs long is compiled; the loops of
+#: code run a few times at start-up (imports: enum, re, dataclasses), which
+#: compiling made a short program pay for, are not. The values were chosen
+#: by whole-process times of pyperformance's benchmarks run once
+#: (benches/README.md, cold runs): 128 calls and 1000 ns compiled about 115
+#: functions of start-up code per process, 1024 and 4000 about 25, and were
+#: slower by 2 to 4% of the whole process; 4096 and 8000 compiled the
+#: benchmarks' own functions too late. Since imports run without the
+#: evaluator (hook.rs, run_import), start-up code's calls are mostly not
+#: counted: 256 compiles no more start-up functions than 1024 in those
+#: processes (2026-11-29), and compiles a program's own functions sooner
+#: (chaos's set-up calls a few of them some 3,000 times: whole cold runs,
+#: 40 processes, 0.964x/0.965x against the interpreter at 1024 and
+#: 0.970x/0.979x at 256 in two runs; the other nine within noise).
+DEFAULT_TIER1_THRESHOLD = 2
+DEFAULT_TIER1_THRESHOLD_LOOPLESS = 256
+DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT = 4000
+# Tier 1 is on by default: with every function compiled at its first call it
+# gives CPython's own test suite the interpreter's results, and it is what
+# makes a program faster (tier 0 only counts, at the hook's cost).
+DEFAULT_MAX_TIER = 1
+DEFAULT_CODE_LIMIT_MB = 512
+
+
+class _Config:
+    # A plain class, not a dataclass: importing dataclasses would more than
+    # double the time `import ember` adds to the start-up of every EMBER=1 process.
+    __slots__ = ("enabled", "stats_path", "tier1_threshold", "tier1_threshold_loopless",
+                 "tier1_loop_work_ns_per_unit", "max_tier", "code_limit_mb", "perf_map", "raw")
+
+    def __init__(self, enabled: bool = False, stats_path: str | None = None,
+                 raw: dict | None = None):
+        self.enabled = enabled
+        self.stats_path = stats_path
+        self.tier1_threshold = DEFAULT_TIER1_THRESHOLD
+        self.tier1_threshold_loopless = DEFAULT_TIER1_THRESHOLD_LOOPLESS
+        self.tier1_loop_work_ns_per_unit = DEFAULT_TIER1_LOOP_WORK_NS_PER_UNIT
+        self.max_tier = DEFAULT_MAX_TIER
+        self.code_limit_mb = DEFAULT_CODE_LIMIT_MB
+        self.perf_map = False
+        # Raw values, for the stats header.
+        self.raw = {} if raw is None else raw
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"_Config({fields})"
+
+    def __eq__(self, other):
+        if not isinstance(other, _Config):
+            return NotImplemented
+        return self._values() == other._values()
+
+
+# name -> (parser, _Config attribute, one-line description for the docs)
+_VARIABLES = {
+    "EMBER": (_flag, "enabled", "1 turns Ember on at interpreter start-up (via ember.pth), 0 leaves it off"),
+    "EMBER_TIER1_THRESHOLD": (_count, "tier1_threshold",
+                              f"calls before a function is compiled at tier 1, for every function; 0 compiles at the first call "
+                              f"(default: {DEFAULT_TIER1_THRESHOLD} for a function with a loop, "
+                              f"{DEFAULT_TIER1_THRESHOLD_LOOPLESS} for one without)"),
+    "EMBER_MAX_TIER": (_tier, "max_tier",
+                       "highest tier the automatic policy compiles to; 0 only counts (default 0, "
+                       "or 1 when EMBER_TIER1_THRESHOLD is set)"),
+    "EMBER_CODE_LIMIT_MB": (_count, "code_limit_mb",
+                            f"executable memory compiled code may use, in MiB; when reached, new code "
+                            f"stays in the interpreter until compiled code is freed (default {DEFAULT_CODE_LIMIT_MB})"),
+    "EMBER_PERF_MAP": (_flag, "perf_map", "1 writes /tmp/perf-<pid>.map so that Linux perf names compiled functions"),
+    "EMBER_STATS": (_path, "stats_path", "write ember.stats() as JSON to this path at exit; {pid} becomes the id of the process that writes it"),
+}
+
+
+def _from_environ(environ=None) -> _Config:
+    """Parse and validate every EMBER_* variable; raise ConfigError on the first bad one."""
+    environ = os.environ if environ is None else environ
+    cfg = _Config()
+    for name in sorted(environ):
+        if not name.startswith("EMBER") or name.startswith("EMBER_DEV_"):
+            continue
+        if name not in _VARIABLES:
+            known = ", ".join(sorted(_VARIABLES))
+            raise ConfigError(f"{name} is not an Ember variable (known: {known})")
+        parse, attr, _ = _VARIABLES[name]
+        setattr(cfg, attr, parse(name, environ[name]))
+        cfg.raw[name] = environ[name]
+    if "EMBER_TIER1_THRESHOLD" in cfg.raw:
+        # One threshold for every function, as given.
+        cfg.tier1_threshold_loopless = cfg.tier1_threshold
+        cfg.tier1_loop_work_ns_per_unit = 0
+    return cfg
+
+
+_reported: set[str] = set()
+
+
+def _report(err: Exception) -> None:
+    """Say on standard error, in one line, why Ember stays off (a bad value,
+    another frame evaluator). Each message is said once per process: under
+    `python -m ember` with EMBER set, both the ember.pth autoload and
+    python -m ember check the environment and try to turn Ember on."""
+    message = f"ember: {err}; Ember stays off"
+    if message in _reported:
+        return
+    _reported.add(message)
+    print(message, file=sys.stderr)
+
+
 def enable() -> None:
     """Install Ember's frame evaluator for this interpreter.
 
@@ -50,7 +222,7 @@ def enable() -> None:
     never replaces someone else's. Raises ConfigError if an EMBER_* variable
     is invalid.
     """
-    cfg = _config.from_environ()
+    cfg = _from_environ()
     _ember._configure(cfg.tier1_threshold, cfg.tier1_threshold_loopless, cfg.tier1_loop_work_ns_per_unit,
                       cfg.max_tier, cfg.code_limit_mb << 20,
                       cfg.perf_map)
@@ -70,119 +242,6 @@ def disable() -> bool:
 def is_enabled() -> bool:
     """True when Ember's evaluator is the one the interpreter uses."""
     return _ember._installed() == "ember"
-
-
-def _code_of(func, what: str):
-    # Imported here: `types` is a module most programs never import, and
-    # every EMBER=1 process imports this package at start-up.
-    import types
-
-    if isinstance(func, types.CodeType):
-        return func
-    if isinstance(func, (staticmethod, classmethod, types.MethodType)):
-        func = func.__func__
-    if isinstance(func, types.FunctionType):
-        return func.__code__
-    kind = type(func).__name__
-    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
-    shown = f"{kind} {name!r}" if name else kind
-    if isinstance(func, (types.BuiltinFunctionType, types.WrapperDescriptorType,
-                         types.MethodDescriptorType, types.MethodWrapperType)):
-        raise TypeError(f"{what} needs a Python function; {shown} is implemented in C "
-                        "and is never compiled")
-    raise TypeError(f"{what} needs a Python function, method or code object, not {shown}")
-
-
-def _check_tier(tier, what: str) -> int:
-    if isinstance(tier, bool) or not isinstance(tier, int):
-        raise TypeError(f"{what}: tier must be an int (0, 1 or 2), not {type(tier).__name__}")
-    if tier not in (0, 1, 2):
-        raise ValueError(f"{what}: tier must be 0 (interpreter), 1 (baseline) or 2 "
-                         f"(optimising), not {tier}")
-    if tier > MAX_AVAILABLE_TIER:
-        raise ValueError(f"{what}: tier {tier} is not available in this build of Ember "
-                         f"(highest available: {MAX_AVAILABLE_TIER})")
-    return tier
-
-
-_MISSING = object()
-
-
-def pin(func=_MISSING, tier=_MISSING):
-    """Pin a function to a tier: ``pin(func, 0)`` keeps it in the interpreter.
-
-    As a decorator: ``@ember.pin(tier=0)`` or ``@ember.pin(0)``. Accepts
-    functions, methods, static/class methods and code objects; returns the
-    function. The pin holds until ``unpin(func)``.
-    """
-    if func is _MISSING and tier is _MISSING:
-        raise TypeError("pin() needs a tier: pin(func, tier) or @pin(tier=...)")
-    if tier is _MISSING and isinstance(func, int) and not isinstance(func, bool):
-        func, tier = _MISSING, func
-    if func is _MISSING:
-        _check_tier(tier, "pin()")
-
-        def decorator(f):
-            return pin(f, tier)
-
-        return decorator
-    if tier is _MISSING:
-        raise TypeError("pin() needs a tier: pin(func, tier)")
-    code = _code_of(func, "pin()")
-    _ember._pin(code, _check_tier(tier, "pin()"))
-    return func
-
-
-def unpin(func) -> None:
-    """Remove a pin set by pin(); the function follows the automatic policy again."""
-    _ember._unpin(_code_of(func, "unpin()"))
-
-
-def tier_of(func) -> int:
-    """The tier the function's code runs at now (0: the interpreter)."""
-    return _ember._code_info(_code_of(func, "tier_of()"))[0]
-
-
-def is_compiled(func) -> bool:
-    """True when the function's code has compiled code it runs in (tier 1 or 2)."""
-    return _ember._code_info(_code_of(func, "is_compiled()"))[0] > 0
-
-
-def dis(func, file=None) -> None:
-    """Print the function's tier-1 machine code, each stencil under the
-    bytecode instruction it implements (offsets as the `dis` module shows),
-    then the stencils' rarely taken paths, each under its instruction."""
-    import dis as _dis
-
-    code = _code_of(func, "dis()")
-    out = sys.stdout if file is None else file
-    blocks = _ember._tier1_disassemble(code)
-    if blocks is None:
-        print(f"{code.co_qualname} has no compiled code (tier {tier_of(code)})", file=out)
-        return
-    instrs = {i.offset: i for i in _dis.get_instructions(code, adaptive=True)}
-    size = sum(len(raw) for _, _, lines in blocks for _, raw, _ in lines)
-    print(f"tier-1 code of {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}), "
-          f"{size} bytes", file=out)
-    def what(index):
-        ins = instrs.get(2 * index)
-        return f"{ins.opname} {ins.argrepr}".rstrip() if ins else "?"
-
-    for index, stencil, lines in blocks:
-        if isinstance(index, tuple):
-            at = index[1]
-            if at is None:
-                print(f"\n        shared exit    [cold part of {stencil}]", file=out)
-            else:
-                print(f"\n  {2 * at:>5} {what(at)}    [cold part of {stencil}]", file=out)
-        elif index == "exits":
-            print(f"\n  shared exits: {stencil}", file=out)
-        elif index == "cold":
-            print(f"\n  cold paths: {stencil}", file=out)
-        else:
-            print(f"\n  {2 * index:>5} {what(index)}    [stencil {stencil}]", file=out)
-        for addr, raw, text in lines:
-            print(f"    {addr:#x}  {raw.hex(' '):<30} {text}", file=out)
 
 
 def stats() -> dict:
@@ -256,15 +315,35 @@ def _start_from_environment() -> bool:
     """Turn Ember on as EMBER_* say (ember.pth, python -m ember). Never raises
     for configuration: a bad value is reported in one line and Ember stays off."""
     try:
-        cfg = _config.from_environ()
+        cfg = _from_environ()
     except ConfigError as e:
-        _config.report(e)
+        _report(e)
         return False
     if not cfg.enabled:
         return False
     try:
         enable()
     except RuntimeError as e:  # another frame evaluator
-        _config.report(e)
+        _report(e)
         return False
     return True
+
+
+# The per-function calls live in ember/_api.py, imported at the first use of
+# one of them: the package is imported at the start-up of every EMBER=1
+# process, and importing less there is start-up time saved.
+_API = ("dis", "is_compiled", "pin", "tier_of", "unpin")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from . import _api
+
+        value = getattr(_api, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ember' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))

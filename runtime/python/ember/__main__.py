@@ -12,7 +12,6 @@ import os
 import sys
 
 import ember
-from ember import _config
 
 PROG = "python -m ember"
 USAGE = (f"usage: {PROG} [--stats] [--stats-json PATH] [--version] [-h]\n"
@@ -85,8 +84,8 @@ def parse_args(argv: list[str]) -> _Options:
             else:
                 value = arg.partition("=")[2]
             try:
-                _config._path("--stats-json", value)
-            except _config.ConfigError as e:
+                ember._path("--stats-json", value)
+            except ember.ConfigError as e:
                 _usage_error(str(e))
             opts.stats_json = value
         elif arg[:2] in ("-c", "-m"):
@@ -127,15 +126,15 @@ def print_summary(out=None, top: int = 15) -> None:
 
 def _start_ember(opts: _Options) -> None:
     try:
-        cfg = _config.from_environ()
-    except _config.ConfigError as e:
+        cfg = ember._from_environ()
+    except ember.ConfigError as e:
         # With EMBER set, the ember.pth autoload has said so already: report() says it once.
-        _config.report(e)
+        ember._report(e)
         return
     try:
         ember.enable()
     except RuntimeError as e:  # another frame evaluator
-        _config.report(e)
+        ember._report(e)
         return
     if cfg.stats_path:
         ember._write_stats_at_exit(cfg.stats_path)
