@@ -23,6 +23,42 @@ pub fn deopt(op: u8) -> u8 {
     unsafe { ember_opcode_deopt[op as usize] }
 }
 
+/// What a walk over code units needs of each opcode (specialised or not),
+/// one byte per opcode: the units its instruction takes (itself and its
+/// inline caches) under [`scan::UNITS`], and flags for backward jumps.
+/// Walks over every code object Ember sees read it once per instruction.
+pub fn scan_table() -> &'static [u8; 256] {
+    static TABLE: OnceLock<[u8; 256]> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let backward = by_name("JUMP_BACKWARD");
+        let no_interrupt = by_name("JUMP_BACKWARD_NO_INTERRUPT");
+        core::array::from_fn(|op| {
+            let generic = deopt(op as u8);
+            let units = 1 + caches(generic);
+            assert!(units <= scan::UNITS as usize, "an instruction with {units} code units");
+            let mut entry = units as u8;
+            if Some(generic) == backward {
+                entry |= scan::JUMP_BACKWARD;
+            }
+            if Some(generic) == no_interrupt {
+                entry |= scan::JUMP_BACKWARD_NO_INTERRUPT;
+            }
+            entry
+        })
+    })
+}
+
+/// The parts of a [`scan_table`] entry.
+pub mod scan {
+    /// Code units of the instruction: the opcode's and its inline caches'.
+    pub const UNITS: u8 = 0x3f;
+    /// JUMP_BACKWARD or one of its specialisations (a loop's back-edge,
+    /// with one inline cache).
+    pub const JUMP_BACKWARD: u8 = 0x80;
+    /// JUMP_BACKWARD_NO_INTERRUPT (the loop of `yield from` and `await`).
+    pub const JUMP_BACKWARD_NO_INTERRUPT: u8 = 0x40;
+}
+
 /// The opcode's name, or None for an unassigned number. The compiler asks
 /// for names per instruction: they are converted from C once.
 #[inline]
@@ -53,6 +89,20 @@ pub fn stack_effect(op: u8, oparg: i32) -> (i32, i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scan_table_walks_and_flags_backward_jumps() {
+        let table = scan_table();
+        for op in 0..=255u8 {
+            assert_eq!((table[op as usize] & scan::UNITS) as usize, 1 + caches(deopt(op)), "opcode {op}");
+        }
+        let flags = |name| table[by_name(name).unwrap() as usize] & !scan::UNITS;
+        for name in ["JUMP_BACKWARD", "JUMP_BACKWARD_NO_JIT", "JUMP_BACKWARD_JIT"] {
+            assert_eq!(flags(name), scan::JUMP_BACKWARD, "{name}");
+        }
+        assert_eq!(flags("JUMP_BACKWARD_NO_INTERRUPT"), scan::JUMP_BACKWARD_NO_INTERRUPT);
+        assert_eq!(flags("JUMP_FORWARD"), 0);
+    }
 
     #[test]
     fn specialised_forms_map_to_generic() {

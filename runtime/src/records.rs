@@ -329,6 +329,11 @@ pub unsafe extern "C" fn code_watcher(event: i32, code: *mut abi::PyObject) -> i
         return 0;
     }
     let st = state();
+    // Most code objects die without a record (at exit, thousands): a
+    // lookup, not the removal's bounds-checked probe, sends them back.
+    if st.by_code.get(code as usize).is_null() {
+        return 0;
+    }
     let Some(p) = st.by_code.remove(code as usize) else {
         return 0;
     };
@@ -400,19 +405,18 @@ pub fn has_loops(rec: &mut CodeRecord) -> bool {
 /// # Safety
 /// GIL held; `code` is a live code object.
 unsafe fn code_has_loops(code: *mut ffi::PyObject) -> bool {
-    use ember_pyabi::opcodes;
+    use ember_pyabi::opcodes::{scan, scan_table};
     let n_units = ffi::Py_SIZE(code) as usize;
     // Code units are two bytes: the opcode, then the oparg.
     let bytes = core::slice::from_raw_parts((code as *const u8).add(abi::CODE_CO_CODE_ADAPTIVE), 2 * n_units);
-    static BACKWARD: std::sync::OnceLock<[Option<u8>; 2]> = std::sync::OnceLock::new();
-    let backward = BACKWARD.get_or_init(|| ["JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"].map(opcodes::by_name));
+    let table = scan_table();
     let mut i = 0;
     while i < n_units {
-        let op = opcodes::deopt(bytes[2 * i]);
-        if backward.contains(&Some(op)) {
+        let entry = table[bytes[2 * i] as usize];
+        if entry & (scan::JUMP_BACKWARD | scan::JUMP_BACKWARD_NO_INTERRUPT) != 0 {
             return true;
         }
-        i += 1 + opcodes::caches(op);
+        i += (entry & scan::UNITS) as usize;
     }
     false
 }

@@ -27,21 +27,12 @@ extern "C" {
     fn ember_code_has_local_events(code: *mut c_void) -> i32;
 }
 
-/// The opcodes the on-stack-replacement entries deal with, looked up by
-/// name once: a lookup by name costs more than scanning a short function.
-#[derive(Clone, Copy)]
-struct OsrOpcodes {
-    enter_executor: Option<u8>,
-    back_edge: [Option<u8>; 3],
-}
-
-fn osr_opcodes() -> &'static OsrOpcodes {
-    use ember_pyabi::opcodes::by_name;
-    static OPS: std::sync::OnceLock<OsrOpcodes> = std::sync::OnceLock::new();
-    OPS.get_or_init(|| OsrOpcodes {
-        enter_executor: by_name("ENTER_EXECUTOR"),
-        back_edge: [by_name("JUMP_BACKWARD"), by_name("JUMP_BACKWARD_NO_JIT"), by_name("JUMP_BACKWARD_JIT")],
-    })
+/// ENTER_EXECUTOR, which the on-stack-replacement entries put at back-edges,
+/// looked up by name once: a lookup by name costs more than scanning a
+/// short function.
+fn enter_executor() -> Option<u8> {
+    static OP: std::sync::OnceLock<Option<u8>> = std::sync::OnceLock::new();
+    *OP.get_or_init(|| ember_pyabi::opcodes::by_name("ENTER_EXECUTOR"))
 }
 
 /// `units`, a copy of `code`'s code units from its first, as they were
@@ -50,8 +41,9 @@ fn osr_opcodes() -> &'static OsrOpcodes {
 /// # Safety
 /// GIL held; `code` a live code object.
 pub unsafe fn osr_see_through(code: *mut c_void, units: &mut [u16]) {
-    use ember_pyabi::opcodes;
-    let enter_executor = osr_opcodes().enter_executor;
+    use ember_pyabi::opcodes::{scan, scan_table};
+    let table = scan_table();
+    let enter_executor = enter_executor();
     let mut i = 0;
     while i < units.len() {
         let mut op = (units[i] & 0xff) as u8;
@@ -62,7 +54,7 @@ pub unsafe fn osr_see_through(code: *mut c_void, units: &mut [u16]) {
                 op = (unit & 0xff) as u8;
             }
         }
-        i += 1 + opcodes::caches(opcodes::deopt(op));
+        i += (table[op as usize] & scan::UNITS) as usize;
     }
 }
 
@@ -92,9 +84,9 @@ pub fn osr_entries() -> u64 {
 /// # Safety
 /// GIL held; `code` a live code object, `units` its code units.
 pub unsafe fn osr_install(code: *mut c_void, units: &[u16]) -> i32 {
-    use ember_pyabi::opcodes;
+    use ember_pyabi::opcodes::{scan, scan_table};
     let (mut sites, mut opargs) = (Vec::new(), Vec::new());
-    let back_edge = osr_opcodes().back_edge;
+    let table = scan_table();
     let extended_arg = crate::compile::extended_arg();
     let mut ext: u32 = 0;
     let mut i = 0;
@@ -102,13 +94,14 @@ pub unsafe fn osr_install(code: *mut c_void, units: &[u16]) -> i32 {
         let op = (units[i] & 0xff) as u8;
         let oparg = ext | (units[i] >> 8) as u32;
         ext = if Some(op) == extended_arg { oparg << 8 } else { 0 };
-        if back_edge.contains(&Some(op)) {
+        let entry = table[op as usize];
+        if entry & scan::JUMP_BACKWARD != 0 {
             // osr.c jumps past the one cache unit.
-            debug_assert_eq!(opcodes::caches(opcodes::deopt(op)), 1);
+            debug_assert_eq!(entry & scan::UNITS, 2);
             sites.push(i as u32);
             opargs.push(oparg);
         }
-        i += 1 + opcodes::caches(opcodes::deopt(op));
+        i += (entry & scan::UNITS) as usize;
     }
     ember_osr_install(code, sites.as_ptr(), opargs.as_ptr(), sites.len() as i32)
 }
