@@ -422,14 +422,38 @@ pub(crate) fn name_of(op: u8) -> &'static str {
     opcodes::name(op).unwrap_or("<unknown>")
 }
 
-/// The stencil for an opcode: its specialised form if there is one, else
-/// the generic form, else None.
-pub(crate) fn select_by_name(opcode: u8) -> Option<&'static str> {
+/// The stencil for an opcode, by index into `STENCILS`: its specialised
+/// form if there is one, else the generic form, else None.
+fn select_stencil(opcode: u8) -> Option<u16> {
+    let find = |name: &str| ember_stencils::STENCILS.binary_search_by(|s| s.name.cmp(name)).ok().map(|i| i as u16);
     let base = name_of(opcodes::deopt(opcode));
     if matches!(base, "EXTENDED_ARG" | "NOT_TAKEN") {
-        return ember_stencils::lookup("NOP").map(|s| s.name);
+        return find("NOP");
     }
-    ember_stencils::lookup(name_of(opcode)).or_else(|| ember_stencils::lookup(base)).map(|s| s.name)
+    find(name_of(opcode)).or_else(|| find(base))
+}
+
+/// The variants of a stencil `NAME` (stencils named `NAME__NULL`,
+/// `NAME__STORES`, `NAME__LOAD_STORES`, `NAME__NEW`), per stencil index, in
+/// that order (`NO_PROG`: none): found in one pass over the stencils rather
+/// than by a lookup per opcode and suffix.
+fn stencil_variants() -> Vec<[u16; 4]> {
+    use ember_stencils::STENCILS;
+    let mut variants = vec![[NO_PROG; 4]; STENCILS.len()];
+    for (i, st) in STENCILS.iter().enumerate() {
+        let Some((base, suffix)) = st.name.rsplit_once("__") else { continue };
+        let k = match suffix {
+            "NULL" => 0,
+            "STORES" => 1,
+            "LOAD_STORES" => 2,
+            "NEW" => 3,
+            _ => continue,
+        };
+        if let Ok(b) = STENCILS.binary_search_by(|s| s.name.cmp(base)) {
+            variants[b][k] = i as u16;
+        }
+    }
+    variants
 }
 
 const NO_LINE: i32 = i32::MIN;
@@ -775,32 +799,27 @@ impl Compiler {
         let mut stores_ops = Box::new(ops);
         let mut load_stores_ops = Box::new(ops);
         let mut new_attr_ops = Box::new(ops);
-        // A variant's name, built in one buffer (this runs at the first
-        // compilation of every process: no allocation per opcode).
-        let mut variant_name = String::with_capacity(64);
-        let mut variant = |name: &str, suffix: &str| {
-            variant_name.clear();
-            variant_name.push_str(name);
-            variant_name.push_str(suffix);
-            programs.by_name(&variant_name)
-        };
+        // This runs at the first compilation of every process: one lookup
+        // per opcode, and one pass for the variants.
+        let variants = stencil_variants();
         let reraise = opcodes::by_name("RERAISE");
         for (op, info) in ops.iter_mut().enumerate() {
             info.reraise = Some(info.base) == reraise;
-            if let Some(name) = select_by_name(op as u8) {
-                info.site_words = site_cache_words(name);
-                info.prog = programs.by_name(name).unwrap_or(NO_PROG);
-                if let Some(prog) = variant(name, "__NULL") {
+            if let Some(prog) = select_stencil(op as u8) {
+                info.site_words = site_cache_words(ember_stencils::STENCILS[prog as usize].name);
+                info.prog = prog;
+                let [null, stores, load_stores, new_attr] = variants[prog as usize];
+                if null != NO_PROG {
                     info.null_variant = true;
                     null_ops[op] = *info;
-                    null_ops[op].prog = prog;
+                    null_ops[op].prog = null;
                 }
-                for (table, suffix) in
-                    [(&mut stores_ops, "__STORES"), (&mut load_stores_ops, "__LOAD_STORES"), (&mut new_attr_ops, "__NEW")]
+                for (table, variant) in
+                    [(&mut stores_ops, stores), (&mut load_stores_ops, load_stores), (&mut new_attr_ops, new_attr)]
                 {
-                    if let Some(prog) = variant(name, suffix) {
+                    if variant != NO_PROG {
                         table[op] = *info;
-                        table[op].prog = prog;
+                        table[op].prog = variant;
                     }
                 }
                 // A stencil that would use a site cache it does not get
