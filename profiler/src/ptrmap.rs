@@ -341,9 +341,6 @@ mod tests {
         assert_eq!(m.iter().count(), reference.len());
     }
 
-    /// Probes stay short for every key, not only on average: 3,000
-    /// aligned addresses (a full table, just before it grows) need at most
-    /// 5 slots each and 1.4 on average.
     #[test]
     fn filter_turns_away_most_absent_keys_and_forgets_removed_ones() {
         let mut m = PtrMap::new(0usize);
@@ -368,6 +365,9 @@ mod tests {
         assert!(passed(&m, 1000..11000) < 2500, "{}", passed(&m, 1000..11000));
     }
 
+    /// Probes stay short for every key, not only on average: 3,000
+    /// aligned addresses (a full table, just before it grows) need at most
+    /// 5 slots each and 1.4 on average.
     #[test]
     fn every_probe_is_short() {
         let mut m = PtrMap::new(0usize);

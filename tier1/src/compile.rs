@@ -424,20 +424,19 @@ pub(crate) fn name_of(op: u8) -> &'static str {
 
 /// The stencil for an opcode, by index into `STENCILS`: its specialised
 /// form if there is one, else the generic form, else None.
-fn select_stencil(opcode: u8) -> Option<u16> {
-    let find = |name: &str| ember_stencils::STENCILS.binary_search_by(|s| s.name.cmp(name)).ok().map(|i| i as u16);
+fn select_stencil(programs: &Programs, opcode: u8) -> Option<u16> {
     let base = name_of(opcodes::deopt(opcode));
     if matches!(base, "EXTENDED_ARG" | "NOT_TAKEN") {
-        return find("NOP");
+        return programs.by_name("NOP");
     }
-    find(name_of(opcode)).or_else(|| find(base))
+    programs.by_name(name_of(opcode)).or_else(|| programs.by_name(base))
 }
 
 /// The variants of a stencil `NAME` (stencils named `NAME__NULL`,
 /// `NAME__STORES`, `NAME__LOAD_STORES`, `NAME__NEW`), per stencil index, in
 /// that order (`NO_PROG`: none): found in one pass over the stencils rather
 /// than by a lookup per opcode and suffix.
-fn stencil_variants() -> Vec<[u16; 4]> {
+fn stencil_variants(programs: &Programs) -> Vec<[u16; 4]> {
     use ember_stencils::STENCILS;
     let mut variants = vec![[NO_PROG; 4]; STENCILS.len()];
     for (i, st) in STENCILS.iter().enumerate() {
@@ -449,8 +448,8 @@ fn stencil_variants() -> Vec<[u16; 4]> {
             "NEW" => 3,
             _ => continue,
         };
-        if let Ok(b) = STENCILS.binary_search_by(|s| s.name.cmp(base)) {
-            variants[b][k] = i as u16;
+        if let Some(b) = programs.by_name(base) {
+            variants[b as usize][k] = i as u16;
         }
     }
     variants
@@ -801,11 +800,11 @@ impl Compiler {
         let mut new_attr_ops = Box::new(ops);
         // This runs at the first compilation of every process: one lookup
         // per opcode, and one pass for the variants.
-        let variants = stencil_variants();
+        let variants = stencil_variants(&programs);
         let reraise = opcodes::by_name("RERAISE");
         for (op, info) in ops.iter_mut().enumerate() {
             info.reraise = Some(info.base) == reraise;
-            if let Some(prog) = select_stencil(op as u8) {
+            if let Some(prog) = select_stencil(&programs, op as u8) {
                 info.site_words = site_cache_words(ember_stencils::STENCILS[prog as usize].name);
                 info.prog = prog;
                 let [null, stores, load_stores, new_attr] = variants[prog as usize];
@@ -1708,10 +1707,6 @@ fn prefetch(p: *const u8, len: usize) {
     let _ = (p, len);
 }
 
-/// Whether instruction `k` is placed with its trailing jump to what follows
-/// it: the last one, and a store done by the unpacking before it, placed
-/// apart (`Instr::skipped`). That unpacking goes on with what follows the
-/// stores, placed next.
 /// Mark the unpacking `instrs[k]` as doing the stores that follow it, up to
 /// code unit `after` ([`Compiler::fused_stores`]).
 fn fuse_stores(instrs: &mut [Instr], k: usize, after: usize) {
@@ -1721,6 +1716,10 @@ fn fuse_stores(instrs: &mut [Instr], k: usize, after: usize) {
     }
 }
 
+/// Whether instruction `k` is placed with its trailing jump to what follows
+/// it: the last one, and a store done by the unpacking before it, placed
+/// apart (`Instr::skipped`). That unpacking goes on with what follows the
+/// stores, placed next.
 fn full_form(instrs: &[Instr], k: usize) -> bool {
     k + 1 == instrs.len() || instrs[k].skipped || (instrs[k + 1].skipped && !instrs[k].fused_stores)
 }
