@@ -461,6 +461,8 @@ PyObject *ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStack
  * remembering its code object's record in `site` (the FOR_ITER's site cache,
  * or NULL). */
 PyObject *ember_iternext(PyThreadState *tstate, PyObject *it, void *site);
+/* set(gen) for a generator, its items taken as ember_iternext does. */
+PyObject *ember_set_from_generator(PyThreadState *tstate, PyObject *gen);
 /* Build from n stack items, which they consume, also on failure. */
 PyObject *ember_build_tuple(_PyStackRef *items, int n);
 PyObject *ember_build_list(_PyStackRef *items, int n);

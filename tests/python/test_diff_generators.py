@@ -1912,3 +1912,100 @@ _FREE_VARIABLE_GENERATORS = """
                  run_coro(coroutines(2)), run_coro(async_generators(4)))
         print(r)
     """
+
+
+
+def test_set_of_a_generator():
+    # set(g) from compiled code resumes g directly (gen.c,
+    # ember_set_from_generator): items, their order of hashing, errors part
+    # way, the generator's state after, and what is not a plain generator
+    # must all be the interpreter's. Each call runs often enough for the
+    # interpreter to specialise it (CALL_BUILTIN_CLASS), then is compiled
+    # again: both the generic call and the specialised one are exercised.
+    eager = _checked_eager_tier1("""
+        import sys, traceback
+
+        class Loud:
+            def __init__(self, v):
+                self.v = v
+            def __hash__(self):
+                print("hash", self.v)
+                return hash(self.v)
+            def __eq__(self, other):
+                return isinstance(other, Loud) and self.v == other.v
+            def __repr__(self):
+                return f"Loud({self.v})"
+
+        def loud(n):
+            for i in range(n):
+                print("yield", i)
+                yield Loud(i % 2)
+            print("done")
+            return "ignored"
+
+        def unhashable():
+            yield 1
+            yield []
+            yield 3
+
+        def raising():
+            yield 1
+            raise KeyError("in generator")
+
+        def stops():
+            yield 1
+            raise StopIteration
+
+        class S(set):
+            pass
+
+        def reenter():
+            yield 1
+            yield set(me)
+
+        def build(n, vec):
+            return set(vec[i] + i for i in range(n))
+
+        def main(show):
+            r = build(8, (3, 1, 4, 0, 6, 2, 7, 5))
+            show(sorted(r), type(r).__name__)
+            show(sorted(set(loud(4)) if show is print else (), key=repr))
+            show(set(x for x in ()), set(x for x in "aba") == {"a", "b"})
+            g = unhashable()
+            try:
+                set(g)
+            except TypeError as e:
+                show("TypeError:", e, "then", list(g))
+            try:
+                set(raising())
+            except KeyError as e:
+                tb = traceback.extract_tb(e.__traceback__)
+                show("KeyError:", e, [(f.name, f.lineno) for f in tb])
+            try:
+                set(stops())
+            except RuntimeError as e:
+                show("RuntimeError:", e, type(e.__cause__).__name__)
+            g = (x for x in range(3))
+            next(g)
+            s1, s2 = set(g), set(g)
+            show(sorted(s1), s2, sys.getrefcount(g))
+            t = S(x for x in range(3))
+            show(type(t).__name__, sorted(t), frozenset(x * 2 for x in range(3)) == {0, 2, 4})
+            global me
+            me = reenter()
+            try:
+                set(me)
+            except ValueError as e:
+                show("ValueError:", e)
+            try:
+                set(iterable=(x for x in ()))
+            except TypeError as e:
+                show("TypeError:", e)
+
+        main(print)
+        for rep in range(60):
+            main(lambda *args: None)
+    """)
+    # set(<generator>) from compiled code: eight calls a repetition (one
+    # in build, one in reenter) but the keyword one.
+    assert eager["sets_from_generators"] >= 8 * 60, eager

@@ -271,6 +271,12 @@ ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int k
             argv[0], argv + 1, total - 1, NULL);
         break;
     default:
+        if (callable == (PyObject *)&PySet_Type && total == 1 && Py_IS_TYPE(argv[0], &PyGen_Type)) {
+            /* set(<generator expression>): the commonest use of a
+             * generator by a C function, resumed directly. */
+            res = ember_set_from_generator(PyThreadState_Get(), argv[0]);
+            break;
+        }
         res = ((PyTypeObject *)callable)->tp_vectorcall(callable, argv, (size_t)total, NULL);
         break;
     }

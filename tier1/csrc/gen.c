@@ -88,6 +88,43 @@ ember_iternext(PyThreadState *tstate, PyObject *it, void *site)
     return Py_TYPE(it)->tp_iternext(it);
 }
 
+/* set(gen) for a generator `gen`: what set's constructor does with an
+ * iterable (a new set, then each item added in order, PyIter_Next's
+ * handling of the end), except that the generator is resumed directly
+ * (ember_iternext) rather than through tp_iternext and the installed
+ * evaluator, one C call and a record lookup per item fewer. A new
+ * reference, or NULL with the exception set. Counted (ember.stats():
+ * tier1 sets_from_generators). */
+uint64_t ember_sets_from_generators = 0;
+
+PyObject *
+ember_set_from_generator(PyThreadState *tstate, PyObject *gen)
+{
+    ember_sets_from_generators++;
+    PyObject *set = PySet_New(NULL);
+    if (set == NULL) {
+        return NULL;
+    }
+    ember_send_cache cache = {0};
+    PyObject *item;
+    while ((item = ember_iternext(tstate, gen, &cache)) != NULL) {
+        int failed = PySet_Add(set, item);
+        Py_DECREF(item);
+        if (failed) {
+            Py_DECREF(set);
+            return NULL;
+        }
+    }
+    if (_PyErr_Occurred(tstate)) {
+        if (!_PyErr_ExceptionMatches(tstate, PyExc_StopIteration)) {
+            Py_DECREF(set);
+            return NULL;
+        }
+        _PyErr_Clear(tstate);
+    }
+    return set;
+}
+
 /* SEND: PYGEN_NEXT with *result the value the receiver yielded,
  * PYGEN_RETURN with *result the value it returned, PYGEN_ERROR on error. The interpreter's own logic (an evaluator
  * is installed, so it never inlines a generator's frame), except that a

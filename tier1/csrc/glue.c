@@ -833,7 +833,13 @@ call_vectorcall(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int ha
     for (int i = 0; i < total; i++) {
         buf[1 + i] = PyStackRef_AsPyObjectBorrow(args[i]);
     }
-    res = PyObject_Vectorcall(callable, buf + 1, (size_t)(total - nkw) | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+    if (callable == (PyObject *)&PySet_Type && total == 1 && nkw == 0 && Py_IS_TYPE(buf[1], &PyGen_Type)) {
+        /* As CALL_BUILTIN_CLASS's (fast.c, ember_call_cfast). */
+        res = ember_set_from_generator(PyThreadState_Get(), buf[1]);
+    }
+    else {
+        res = PyObject_Vectorcall(callable, buf + 1, (size_t)(total - nkw) | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+    }
     if (buf != small) {
         PyMem_Free(buf);
     }

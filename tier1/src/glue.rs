@@ -19,6 +19,7 @@ extern "C" {
     fn ember_set_evaluator(evaluator: *const c_void);
     static ember_delegations_passed: u64;
     static ember_generators_made: u64;
+    static ember_sets_from_generators: u64;
     fn ember_osr_install(code: *mut c_void, sites: *const u32, opargs: *const u32, n: i32) -> i32;
     fn ember_osr_replaced_unit(code: *mut c_void, slot: i32) -> u32;
     fn ember_eval_interpreted(tstate: *mut c_void, frame: *mut c_void, throwflag: i32) -> *mut c_void;
@@ -145,6 +146,13 @@ pub fn delegations_passed() -> u64 {
 pub fn generators_made() -> u64 {
     // SAFETY: as for `delegations_passed`.
     unsafe { core::ptr::addr_of!(ember_generators_made).read() }
+}
+
+/// Calls `set(g)` from compiled code whose generator `g` was resumed
+/// directly, not through the evaluator (csrc/gen.c, ember_set_from_generator).
+pub fn sets_from_generators() -> u64 {
+    // SAFETY: as for `delegations_passed`.
+    unsafe { core::ptr::addr_of!(ember_sets_from_generators).read() }
 }
 
 /// The runtime's records of code objects, for calls and resumptions from
