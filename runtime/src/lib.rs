@@ -297,7 +297,7 @@ fn _stats<'py>(py: Python<'py>, with_functions: bool) -> PyResult<Bound<'py, PyD
     tier1.set_item("back_edges", freed_back_edges + live_sum(|p| p.back_edges))?;
     tier1.set_item("delegations_passed", ember_tier1::glue::delegations_passed())?;
     tier1.set_item("generators_made", ember_tier1::glue::generators_made())?;
-    tier1.set_item("sets_from_generators", ember_tier1::glue::sets_from_generators())?;
+    tier1.set_item("generators_drained", ember_tier1::glue::generators_drained())?;
     tier1.set_item("osr_entries", ember_tier1::glue::osr_entries())?;
     let refused = PyDict::new(py);
     if let Some(map) = &t1.refused {

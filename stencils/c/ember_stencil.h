@@ -461,8 +461,13 @@ PyObject *ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStack
  * remembering its code object's record in `site` (the FOR_ITER's site cache,
  * or NULL). */
 PyObject *ember_iternext(PyThreadState *tstate, PyObject *it, void *site);
-/* set(gen) for a generator, its items taken as ember_iternext does. */
-PyObject *ember_set_from_generator(PyThreadState *tstate, PyObject *gen);
+/* A call of `callable` with `nargs` positional arguments, no keywords, the
+ * first a generator (tier1/csrc/gen.c): whether it is one of the calls that
+ * run the generator to its end and keep no reference to it (set(g),
+ * sum(g), ...), which ember_call_draining makes with the generator resumed
+ * directly. */
+int ember_drains(PyObject *callable, Py_ssize_t nargs);
+PyObject *ember_call_draining(PyThreadState *tstate, PyObject *callable, PyObject *const *args, Py_ssize_t nargs);
 /* Build from n stack items, which they consume, also on failure. */
 PyObject *ember_build_tuple(_PyStackRef *items, int n);
 PyObject *ember_build_list(_PyStackRef *items, int n);

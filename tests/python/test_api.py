@@ -21,7 +21,7 @@ GLOBAL_KEYS = {"frames", "calls", "resumes", "code_objects_seen", "code_objects_
                "code_objects_by_tier", "code_objects_freed_by_tier", "code_objects_ever_compiled",
                "interpreter_reasons", "tier1", "deopts"}
 TIER1_GLOBAL_KEYS = {"compiled", "compile_ns", "publish_ns", "code_bytes", "hot_bytes", "instructions", "mapped_bytes", "handoffs",
-                     "respecialisations_declined", "back_edges", "delegations_passed", "generators_made", "sets_from_generators",
+                     "respecialisations_declined", "back_edges", "delegations_passed", "generators_made", "generators_drained",
                      "osr_entries", "refused"}
 FUNCTION_KEYS = {"qualname", "filename", "firstlineno", "calls", "resumes", "handoffs", "respecialisations_declined",
                  "interpreted_ns", "back_edges", "tier",

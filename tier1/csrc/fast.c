@@ -254,6 +254,12 @@ ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int k
     for (int i = 0; i < total; i++) {
         argv[i] = PyStackRef_AsPyObjectBorrow(args[i]);
     }
+    if (total >= 1 && Py_IS_TYPE(argv[0], &PyGen_Type) && (kind == CFAST_CLASS || kind == CFAST_BUILTIN_KW)
+        && ember_drains(callable, total)) {
+        /* set(<generator expression>), sum(...), ...: resumed directly. */
+        res = ember_call_draining(PyThreadState_Get(), callable, argv, total);
+        goto done;
+    }
     switch (kind) {
     case CFAST_BUILTIN:
         res = _PyCFunctionFast_CAST(PyCFunction_GET_FUNCTION(callable))(PyCFunction_GET_SELF(callable), argv, total);
@@ -271,15 +277,10 @@ ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int k
             argv[0], argv + 1, total - 1, NULL);
         break;
     default:
-        if (callable == (PyObject *)&PySet_Type && total == 1 && Py_IS_TYPE(argv[0], &PyGen_Type)) {
-            /* set(<generator expression>): the commonest use of a
-             * generator by a C function, resumed directly. */
-            res = ember_set_from_generator(PyThreadState_Get(), argv[0]);
-            break;
-        }
         res = ((PyTypeObject *)callable)->tp_vectorcall(callable, argv, (size_t)total, NULL);
         break;
     }
+done:
     if (argv != small) {
         PyMem_Free(argv);
     }

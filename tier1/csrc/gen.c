@@ -88,19 +88,73 @@ ember_iternext(PyThreadState *tstate, PyObject *it, void *site)
     return Py_TYPE(it)->tp_iternext(it);
 }
 
-/* set(gen) for a generator `gen`: what set's constructor does with an
- * iterable (a new set, then each item added in order, PyIter_Next's
- * handling of the end), except that the generator is resumed directly
- * (ember_iternext) rather than through tp_iternext and the installed
- * evaluator, one C call and a record lookup per item fewer. A new
- * reference, or NULL with the exception set. Counted (ember.stats():
- * tier1 sets_from_generators). */
-uint64_t ember_sets_from_generators = 0;
+/* Calls of a C function that runs an iterable argument to its end (or to
+ * an error) and keeps no reference to it, with a generator there, as in
+ * sum(x * x for x in xs): each item would be a call of the generator's
+ * tp_iternext and a trip through the frame evaluator to its compiled code.
+ * Compiled code makes these calls with the generator resumed directly, as
+ * its own for loops resume one (ember_iternext), and the function otherwise
+ * as it is: set's constructor is done here (each item added in order, as
+ * set_update_iterable does); the others are handed an iterator standing for
+ * the generator. Counted (ember.stats(): tier1 generators_drained). */
+uint64_t ember_generators_drained = 0;
 
-PyObject *
-ember_set_from_generator(PyThreadState *tstate, PyObject *gen)
+/* The iterator handed to the function: it lives on the C stack of the call
+ * and is immortal, so that the function's own references to it (which it
+ * drops before returning: a condition of being in the list below) cost
+ * nothing and never free it. Nothing else can reach it: it is not tracked
+ * by the garbage collector, and no frame or Python object refers to it. */
+typedef struct {
+    PyObject_HEAD
+    PyThreadState *tstate;
+    PyObject *gen;
+    ember_send_cache cache;
+} ember_drain_iter;
+
+static PyObject *
+drain_iter_next(PyObject *self)
 {
-    ember_sets_from_generators++;
+    ember_drain_iter *it = (ember_drain_iter *)self;
+    return ember_iternext(it->tstate, it->gen, &it->cache);
+}
+
+static PyTypeObject ember_drain_iter_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember.generator_iterator",
+    .tp_basicsize = sizeof(ember_drain_iter),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = drain_iter_next,
+};
+
+/* builtins' sum, min, max and sorted, held (a deleted one must not be
+ * mistaken for an object later made at its address); NULL before
+ * ember_drain_init, which leaves them out. */
+static PyObject *builtin_sum, *builtin_min, *builtin_max, *builtin_sorted;
+
+int
+ember_drain_init(void)
+{
+    if (PyType_Ready(&ember_drain_iter_type) < 0) {
+        return -1;
+    }
+    PyObject *builtins = PyImport_ImportModule("builtins");
+    if (builtins == NULL) {
+        return -1;
+    }
+    builtin_sum = PyObject_GetAttrString(builtins, "sum");
+    builtin_min = PyObject_GetAttrString(builtins, "min");
+    builtin_max = PyObject_GetAttrString(builtins, "max");
+    builtin_sorted = PyObject_GetAttrString(builtins, "sorted");
+    Py_DECREF(builtins);
+    return builtin_sum && builtin_min && builtin_max && builtin_sorted ? 0 : -1;
+}
+
+/* set(gen), as set's constructor with an iterable that is neither a set
+ * nor a dict. */
+static PyObject *
+set_from_generator(PyThreadState *tstate, PyObject *gen)
+{
     PyObject *set = PySet_New(NULL);
     if (set == NULL) {
         return NULL;
@@ -123,6 +177,34 @@ ember_set_from_generator(PyThreadState *tstate, PyObject *gen)
         _PyErr_Clear(tstate);
     }
     return set;
+}
+
+PyObject *
+ember_call_draining(PyThreadState *tstate, PyObject *callable, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *gen = args[0];
+    ember_generators_drained++;
+    if (callable == (PyObject *)&PySet_Type) {
+        return set_from_generator(tstate, gen);
+    }
+    ember_drain_iter it = {PyObject_HEAD_INIT(&ember_drain_iter_type) tstate, gen, {0}};
+    PyObject *argv[2] = {(PyObject *)&it, nargs > 1 ? args[1] : NULL};
+    return PyObject_Vectorcall(callable, argv, (size_t)nargs, NULL);
+}
+
+int
+ember_drains(PyObject *callable, Py_ssize_t nargs)
+{
+    if (callable == (PyObject *)&PySet_Type || callable == (PyObject *)&PyFrozenSet_Type
+        || callable == (PyObject *)&PyList_Type || callable == (PyObject *)&PyTuple_Type
+        || callable == (PyObject *)&PyDict_Type || callable == builtin_sorted) {
+        return nargs == 1;
+    }
+    if (callable == builtin_sum) {
+        return nargs == 1 || nargs == 2;
+    }
+    /* min(a, b) compares its arguments, generators or not. */
+    return (callable == builtin_min || callable == builtin_max) && nargs == 1;
 }
 
 /* SEND: PYGEN_NEXT with *result the value the receiver yielded,

@@ -316,7 +316,7 @@ ember_glue_init(void)
     }
     ember_function_vectorcall = ((PyFunctionObject *)func)->vectorcall;
     ember_slot_tp_init = ((PyTypeObject *)cls)->tp_init;
-    ok = 0;
+    ok = ember_drain_init();
 done:
     Py_XDECREF(cls);
     Py_XDECREF(func);
@@ -833,9 +833,9 @@ call_vectorcall(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int ha
     for (int i = 0; i < total; i++) {
         buf[1 + i] = PyStackRef_AsPyObjectBorrow(args[i]);
     }
-    if (callable == (PyObject *)&PySet_Type && total == 1 && nkw == 0 && Py_IS_TYPE(buf[1], &PyGen_Type)) {
-        /* As CALL_BUILTIN_CLASS's (fast.c, ember_call_cfast). */
-        res = ember_set_from_generator(PyThreadState_Get(), buf[1]);
+    if (nkw == 0 && total >= 1 && Py_IS_TYPE(buf[1], &PyGen_Type) && ember_drains(callable, total)) {
+        /* As the specialised calls' (fast.c, ember_call_cfast). */
+        res = ember_call_draining(PyThreadState_Get(), callable, buf + 1, total);
     }
     else {
         res = PyObject_Vectorcall(callable, buf + 1, (size_t)(total - nkw) | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);

@@ -19,7 +19,7 @@ extern "C" {
     fn ember_set_evaluator(evaluator: *const c_void);
     static ember_delegations_passed: u64;
     static ember_generators_made: u64;
-    static ember_sets_from_generators: u64;
+    static ember_generators_drained: u64;
     fn ember_osr_install(code: *mut c_void, sites: *const u32, opargs: *const u32, n: i32) -> i32;
     fn ember_osr_replaced_unit(code: *mut c_void, slot: i32) -> u32;
     fn ember_eval_interpreted(tstate: *mut c_void, frame: *mut c_void, throwflag: i32) -> *mut c_void;
@@ -148,11 +148,12 @@ pub fn generators_made() -> u64 {
     unsafe { core::ptr::addr_of!(ember_generators_made).read() }
 }
 
-/// Calls `set(g)` from compiled code whose generator `g` was resumed
-/// directly, not through the evaluator (csrc/gen.c, ember_set_from_generator).
-pub fn sets_from_generators() -> u64 {
+/// Calls from compiled code of a C function that runs a generator to its
+/// end (`set(g)`, `sum(g)`, ...) made with the generator resumed directly,
+/// not through the evaluator (csrc/gen.c, ember_call_draining).
+pub fn generators_drained() -> u64 {
     // SAFETY: as for `delegations_passed`.
-    unsafe { core::ptr::addr_of!(ember_sets_from_generators).read() }
+    unsafe { core::ptr::addr_of!(ember_generators_drained).read() }
 }
 
 /// The runtime's records of code objects, for calls and resumptions from
