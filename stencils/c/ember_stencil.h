@@ -461,13 +461,20 @@ PyObject *ember_make_generator(PyThreadState *tstate, _PyStackRef func, _PyStack
  * remembering its code object's record in `site` (the FOR_ITER's site cache,
  * or NULL). */
 PyObject *ember_iternext(PyThreadState *tstate, PyObject *it, void *site);
-/* A call of `callable` with `nargs` positional arguments, no keywords, the
- * first a generator (tier1/csrc/gen.c): whether it is one of the calls that
- * run the generator to its end and keep no reference to it (set(g),
- * sum(g), ...), which ember_call_draining makes with the generator resumed
- * directly. */
-int ember_drains(PyObject *callable, Py_ssize_t nargs);
-PyObject *ember_call_draining(PyThreadState *tstate, PyObject *callable, PyObject *const *args, Py_ssize_t nargs);
+/* A call of `callable` with `nargs` positional arguments and no keywords
+ * (tier1/csrc/gen.c): the index of the argument that is a generator which
+ * the call runs to its end, keeping no reference to it (set(g), sum(g),
+ * sep.join(g), ...), or -1; ember_call_draining makes such a call with the
+ * generator resumed directly. Worth asking only when one of the first two
+ * arguments is a generator (ember_maybe_drained). */
+int ember_drained_arg(PyObject *callable, PyObject *const *args, Py_ssize_t nargs);
+PyObject *ember_call_draining(PyThreadState *tstate, PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
+                              int index);
+static inline __attribute__((always_inline)) int
+ember_maybe_drained(PyObject *const *args, Py_ssize_t nargs)
+{
+    return nargs >= 1 && nargs <= 2 && (Py_IS_TYPE(args[0], &PyGen_Type) || (nargs == 2 && Py_IS_TYPE(args[1], &PyGen_Type)));
+}
 /* Build from n stack items, which they consume, also on failure. */
 PyObject *ember_build_tuple(_PyStackRef *items, int n);
 PyObject *ember_build_list(_PyStackRef *items, int n);

@@ -1084,7 +1084,16 @@ EMBER_STENCIL(CALL_METHOD_DESCRIPTOR_O)
                && !_Py_ReachedRecursionLimit(tstate))) {
         PyCFunction cfunc = ((PyMethodDescrObject *)callable_o)->d_method->ml_meth;
         ESCAPE();
-        PyObject *res = _PyCFunction_TrampolineCall(cfunc, BORROW(args[0]), BORROW(args[1]));
+        PyObject *res;
+        PyObject *both[2] = {BORROW(args[0]), BORROW(args[1])};
+        int drained;
+        if (UNLIKELY(Py_IS_TYPE(both[1], &PyGen_Type)) && (drained = ember_drained_arg(callable_o, both, 2)) >= 0) {
+            /* sep.join(<generator expression>): resumed directly. */
+            res = ember_call_draining(tstate, callable_o, both, 2, drained);
+        }
+        else {
+            res = _PyCFunction_TrampolineCall(cfunc, both[0], both[1]);
+        }
         CLOSE_CALL_INPUTS(base, oparg);
         CALL_RESULT(res);
         CALL_CHECK_PERIODIC();

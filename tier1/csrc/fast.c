@@ -254,11 +254,13 @@ ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int k
     for (int i = 0; i < total; i++) {
         argv[i] = PyStackRef_AsPyObjectBorrow(args[i]);
     }
-    if (total >= 1 && Py_IS_TYPE(argv[0], &PyGen_Type) && (kind == CFAST_CLASS || kind == CFAST_BUILTIN_KW)
-        && ember_drains(callable, total)) {
+    if (UNLIKELY(ember_maybe_drained(argv, total)) && (kind == CFAST_CLASS || kind == CFAST_BUILTIN_KW)) {
         /* set(<generator expression>), sum(...), ...: resumed directly. */
-        res = ember_call_draining(PyThreadState_Get(), callable, argv, total);
-        goto done;
+        int d = ember_drained_arg(callable, argv, total);
+        if (d >= 0) {
+            res = ember_call_draining(PyThreadState_Get(), callable, argv, total, d);
+            goto done;
+        }
     }
     switch (kind) {
     case CFAST_BUILTIN:

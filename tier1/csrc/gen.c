@@ -127,10 +127,10 @@ static PyTypeObject ember_drain_iter_type = {
     .tp_iternext = drain_iter_next,
 };
 
-/* builtins' sum, min, max and sorted, held (a deleted one must not be
- * mistaken for an object later made at its address); NULL before
- * ember_drain_init, which leaves them out. */
-static PyObject *builtin_sum, *builtin_min, *builtin_max, *builtin_sorted;
+/* builtins' sum, min, max and sorted, and the join methods of str and
+ * bytes, held (a deleted one must not be mistaken for an object later made
+ * at its address); NULL before ember_drain_init, which leaves them out. */
+static PyObject *builtin_sum, *builtin_min, *builtin_max, *builtin_sorted, *str_join, *bytes_join;
 
 int
 ember_drain_init(void)
@@ -147,7 +147,9 @@ ember_drain_init(void)
     builtin_max = PyObject_GetAttrString(builtins, "max");
     builtin_sorted = PyObject_GetAttrString(builtins, "sorted");
     Py_DECREF(builtins);
-    return builtin_sum && builtin_min && builtin_max && builtin_sorted ? 0 : -1;
+    str_join = PyObject_GetAttrString((PyObject *)&PyUnicode_Type, "join");
+    bytes_join = PyObject_GetAttrString((PyObject *)&PyBytes_Type, "join");
+    return builtin_sum && builtin_min && builtin_max && builtin_sorted && str_join && bytes_join ? 0 : -1;
 }
 
 /* set(gen), as set's constructor with an iterable that is neither a set
@@ -180,31 +182,42 @@ set_from_generator(PyThreadState *tstate, PyObject *gen)
 }
 
 PyObject *
-ember_call_draining(PyThreadState *tstate, PyObject *callable, PyObject *const *args, Py_ssize_t nargs)
+ember_call_draining(PyThreadState *tstate, PyObject *callable, PyObject *const *args, Py_ssize_t nargs, int index)
 {
-    PyObject *gen = args[0];
+    PyObject *gen = args[index];
     ember_generators_drained++;
     if (callable == (PyObject *)&PySet_Type) {
         return set_from_generator(tstate, gen);
     }
     ember_drain_iter it = {PyObject_HEAD_INIT(&ember_drain_iter_type) tstate, gen, {0}};
-    PyObject *argv[2] = {(PyObject *)&it, nargs > 1 ? args[1] : NULL};
+    PyObject *argv[2] = {args[0], nargs > 1 ? args[1] : NULL};
+    argv[index] = (PyObject *)&it;
     return PyObject_Vectorcall(callable, argv, (size_t)nargs, NULL);
 }
 
 int
-ember_drains(PyObject *callable, Py_ssize_t nargs)
+ember_drained_arg(PyObject *callable, PyObject *const *args, Py_ssize_t nargs)
 {
+    int first = nargs >= 1 && Py_IS_TYPE(args[0], &PyGen_Type);
     if (callable == (PyObject *)&PySet_Type || callable == (PyObject *)&PyFrozenSet_Type
         || callable == (PyObject *)&PyList_Type || callable == (PyObject *)&PyTuple_Type
         || callable == (PyObject *)&PyDict_Type || callable == builtin_sorted) {
-        return nargs == 1;
+        return first && nargs == 1 ? 0 : -1;
     }
     if (callable == builtin_sum) {
-        return nargs == 1 || nargs == 2;
+        return first && nargs <= 2 ? 0 : -1;
     }
-    /* min(a, b) compares its arguments, generators or not. */
-    return (callable == builtin_min || callable == builtin_max) && nargs == 1;
+    if (callable == builtin_min || callable == builtin_max) {
+        /* min(a, b) compares its arguments, generators or not. */
+        return first && nargs == 1 ? 0 : -1;
+    }
+    /* sep.join(gen) (a descriptor's call: self first); PySequence_Fast makes
+     * a list of the items first. */
+    if (nargs == 2 && Py_IS_TYPE(args[1], &PyGen_Type)
+        && ((callable == str_join && PyUnicode_Check(args[0])) || (callable == bytes_join && PyBytes_Check(args[0])))) {
+        return 1;
+    }
+    return -1;
 }
 
 /* SEND: PYGEN_NEXT with *result the value the receiver yielded,

@@ -833,9 +833,10 @@ call_vectorcall(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int ha
     for (int i = 0; i < total; i++) {
         buf[1 + i] = PyStackRef_AsPyObjectBorrow(args[i]);
     }
-    if (nkw == 0 && total >= 1 && Py_IS_TYPE(buf[1], &PyGen_Type) && ember_drains(callable, total)) {
+    int drained = nkw == 0 && ember_maybe_drained(buf + 1, total) ? ember_drained_arg(callable, buf + 1, total) : -1;
+    if (drained >= 0) {
         /* As the specialised calls' (fast.c, ember_call_cfast). */
-        res = ember_call_draining(PyThreadState_Get(), callable, buf + 1, total);
+        res = ember_call_draining(PyThreadState_Get(), callable, buf + 1, total, drained);
     }
     else {
         res = PyObject_Vectorcall(callable, buf + 1, (size_t)(total - nkw) | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);

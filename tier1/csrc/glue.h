@@ -221,7 +221,7 @@ ember_resume_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, ember_send
 /* osr.c: the interpreter's run of a frame compiled code handed over, which
  * may come back to compiled code at a back-edge. */
 PyObject *ember_eval_handed_over(PyThreadState *tstate, _PyInterpreterFrame *frame);
-/* gen.c: what ember_drains and ember_call_draining need, made once. */
+/* gen.c: what ember_drained_arg and ember_call_draining need, made once. */
 int ember_drain_init(void);
 PyObject *ember_eval_interpreted(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
 
