@@ -129,7 +129,8 @@ static PyTypeObject ember_drain_iter_type = {
 
 /* builtins' sum, min, max and sorted, and the join methods of str and
  * bytes, held (a deleted one must not be mistaken for an object later made
- * at its address); NULL before ember_drain_init, which leaves them out. */
+ * at its address); NULL before ember_drain_init, or if one was missing
+ * then (a program may delete a builtin), which leaves it out. */
 static PyObject *builtin_sum, *builtin_min, *builtin_max, *builtin_sorted, *str_join, *bytes_join;
 
 int
@@ -139,17 +140,17 @@ ember_drain_init(void)
         return -1;
     }
     PyObject *builtins = PyImport_ImportModule("builtins");
-    if (builtins == NULL) {
-        return -1;
+    if (builtins != NULL) {
+        builtin_sum = PyObject_GetAttrString(builtins, "sum");
+        builtin_min = PyObject_GetAttrString(builtins, "min");
+        builtin_max = PyObject_GetAttrString(builtins, "max");
+        builtin_sorted = PyObject_GetAttrString(builtins, "sorted");
+        Py_DECREF(builtins);
     }
-    builtin_sum = PyObject_GetAttrString(builtins, "sum");
-    builtin_min = PyObject_GetAttrString(builtins, "min");
-    builtin_max = PyObject_GetAttrString(builtins, "max");
-    builtin_sorted = PyObject_GetAttrString(builtins, "sorted");
-    Py_DECREF(builtins);
     str_join = PyObject_GetAttrString((PyObject *)&PyUnicode_Type, "join");
     bytes_join = PyObject_GetAttrString((PyObject *)&PyBytes_Type, "join");
-    return builtin_sum && builtin_min && builtin_max && builtin_sorted && str_join && bytes_join ? 0 : -1;
+    PyErr_Clear();
+    return 0;
 }
 
 /* set(gen), as set's constructor with an iterable that is neither a set
