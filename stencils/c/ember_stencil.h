@@ -465,11 +465,14 @@ PyObject *ember_iternext(PyThreadState *tstate, PyObject *it, void *site);
  * (tier1/csrc/gen.c): the index of the argument that is a generator which
  * the call runs to its end, keeping no reference to it (set(g), sum(g),
  * sep.join(g), ...), or -1; ember_call_draining makes such a call with the
- * generator resumed directly. Worth asking only when one of the first two
- * arguments is a generator (ember_maybe_drained). */
+ * generator resumed directly, through PyObject_Vectorcall as a generic CALL
+ * would, or `direct`ly as the specialised instruction would (a type's
+ * tp_vectorcall, a METH_FASTCALL | METH_KEYWORDS function's or a METH_O
+ * method descriptor's C function). Worth asking only when one of the first
+ * two arguments is a generator (ember_maybe_drained). */
 int ember_drained_arg(PyObject *callable, PyObject *const *args, Py_ssize_t nargs);
 PyObject *ember_call_draining(PyThreadState *tstate, PyObject *callable, PyObject *const *args, Py_ssize_t nargs,
-                              int index);
+                              int index, int direct);
 static inline __attribute__((always_inline)) int
 ember_maybe_drained(PyObject *const *args, Py_ssize_t nargs)
 {

@@ -1089,7 +1089,7 @@ EMBER_STENCIL(CALL_METHOD_DESCRIPTOR_O)
         int drained;
         if (UNLIKELY(Py_IS_TYPE(both[1], &PyGen_Type)) && (drained = ember_drained_arg(callable_o, both, 2)) >= 0) {
             /* sep.join(<generator expression>): resumed directly. */
-            res = ember_call_draining(tstate, callable_o, both, 2, drained);
+            res = ember_call_draining(tstate, callable_o, both, 2, drained, 1);
         }
         else {
             res = _PyCFunction_TrampolineCall(cfunc, both[0], both[1]);

@@ -2064,3 +2064,28 @@ def test_generators_drained_by_builtins():
     # nine functions: 27 with errors, 14 on a started generator, 18 re-entered;
     # 1 of min; 7 of join).
     assert eager["generators_drained"] >= 78 * 60, eager
+
+
+def test_generators_drained_at_the_recursion_limit():
+    # The drained calls are made as the calls they replace: a specialised
+    # one without the recursion check a generic vectorcall makes.
+    check("""
+        import sys
+        sys.setrecursionlimit(200)
+
+        def down(n):
+            try:
+                return down(n + 1) + sum(x for x in (1, 2))
+            except RecursionError:
+                return n
+
+        def down2(n):
+            try:
+                return down2(n + 1) + len(list(x for x in (1, 2))) + len(", ".join(str(x) for x in (1, 2)))
+            except RecursionError:
+                return n
+
+        for _ in range(50):
+            r = (down(0), down2(0))
+        print(r)
+    """)

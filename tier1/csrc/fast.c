@@ -258,7 +258,7 @@ ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int k
         /* set(<generator expression>), sum(...), ...: resumed directly. */
         int d = ember_drained_arg(callable, argv, total);
         if (d >= 0) {
-            res = ember_call_draining(PyThreadState_Get(), callable, argv, total, d);
+            res = ember_call_draining(PyThreadState_Get(), callable, argv, total, d, 1);
             goto done;
         }
     }

@@ -183,7 +183,8 @@ set_from_generator(PyThreadState *tstate, PyObject *gen)
 }
 
 PyObject *
-ember_call_draining(PyThreadState *tstate, PyObject *callable, PyObject *const *args, Py_ssize_t nargs, int index)
+ember_call_draining(PyThreadState *tstate, PyObject *callable, PyObject *const *args, Py_ssize_t nargs, int index,
+                    int direct)
 {
     PyObject *gen = args[index];
     ember_generators_drained++;
@@ -193,7 +194,19 @@ ember_call_draining(PyThreadState *tstate, PyObject *callable, PyObject *const *
     ember_drain_iter it = {PyObject_HEAD_INIT(&ember_drain_iter_type) tstate, gen, {0}};
     PyObject *argv[2] = {args[0], nargs > 1 ? args[1] : NULL};
     argv[index] = (PyObject *)&it;
-    return PyObject_Vectorcall(callable, argv, (size_t)nargs, NULL);
+    if (!direct) {
+        return PyObject_Vectorcall(callable, argv, (size_t)nargs, NULL);
+    }
+    /* As the specialised instructions call them: without the recursion
+     * check of a vectorcall through the function object. */
+    if (PyType_Check(callable)) {
+        return ((PyTypeObject *)callable)->tp_vectorcall(callable, argv, (size_t)nargs, NULL);
+    }
+    if (PyCFunction_Check(callable)) {
+        return _PyCFunctionFastWithKeywords_CAST(PyCFunction_GET_FUNCTION(callable))(PyCFunction_GET_SELF(callable),
+                                                                                     argv, nargs, NULL);
+    }
+    return _PyCFunction_TrampolineCall(((PyMethodDescrObject *)callable)->d_method->ml_meth, argv[0], argv[1]);
 }
 
 int

@@ -836,7 +836,7 @@ call_vectorcall(_PyInterpreterFrame *frame, _PyStackRef *base, int oparg, int ha
     int drained = nkw == 0 && ember_maybe_drained(buf + 1, total) ? ember_drained_arg(callable, buf + 1, total) : -1;
     if (drained >= 0) {
         /* As the specialised calls' (fast.c, ember_call_cfast). */
-        res = ember_call_draining(PyThreadState_Get(), callable, buf + 1, total, drained);
+        res = ember_call_draining(PyThreadState_Get(), callable, buf + 1, total, drained, 0);
     }
     else {
         res = PyObject_Vectorcall(callable, buf + 1, (size_t)(total - nkw) | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
