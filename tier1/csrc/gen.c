@@ -94,9 +94,8 @@ ember_iternext(PyThreadState *tstate, PyObject *it, void *site)
  * tp_iternext and a trip through the frame evaluator to its compiled code.
  * Compiled code makes these calls with the generator resumed directly, as
  * its own for loops resume one (ember_iternext), and the function otherwise
- * as it is: set's constructor is done here (each item added in order, as
- * set_update_iterable does); the others are handed an iterator standing for
- * the generator. Counted (ember.stats(): tier1 generators_drained). */
+ * as it is: it is handed an iterator standing for the generator. Counted
+ * (ember.stats(): tier1 generators_drained). */
 uint64_t ember_generators_drained = 0;
 
 /* The iterator handed to the function: it lives on the C stack of the call
@@ -153,45 +152,12 @@ ember_drain_init(void)
     return 0;
 }
 
-/* set(gen), as set's constructor with an iterable that is neither a set
- * nor a dict. */
-static PyObject *
-set_from_generator(PyThreadState *tstate, PyObject *gen)
-{
-    PyObject *set = PySet_New(NULL);
-    if (set == NULL) {
-        return NULL;
-    }
-    ember_send_cache cache = {0};
-    PyObject *item;
-    while ((item = ember_iternext(tstate, gen, &cache)) != NULL) {
-        int failed = PySet_Add(set, item);
-        Py_DECREF(item);
-        if (failed) {
-            Py_DECREF(set);
-            return NULL;
-        }
-    }
-    if (_PyErr_Occurred(tstate)) {
-        if (!_PyErr_ExceptionMatches(tstate, PyExc_StopIteration)) {
-            Py_DECREF(set);
-            return NULL;
-        }
-        _PyErr_Clear(tstate);
-    }
-    return set;
-}
-
 PyObject *
 ember_call_draining(PyThreadState *tstate, PyObject *callable, PyObject *const *args, Py_ssize_t nargs, int index,
                     int direct)
 {
-    PyObject *gen = args[index];
     ember_generators_drained++;
-    if (callable == (PyObject *)&PySet_Type) {
-        return set_from_generator(tstate, gen);
-    }
-    ember_drain_iter it = {PyObject_HEAD_INIT(&ember_drain_iter_type) tstate, gen, {0}};
+    ember_drain_iter it = {PyObject_HEAD_INIT(&ember_drain_iter_type) tstate, args[index], {0}};
     PyObject *argv[2] = {args[0], nargs > 1 ? args[1] : NULL};
     argv[index] = (PyObject *)&it;
     if (!direct) {
