@@ -59,6 +59,53 @@ pub mod scan {
     pub const JUMP_BACKWARD_NO_INTERRUPT: u8 = 0x40;
 }
 
+/// What [`scan_loops`] found in a code object's bytecode.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoopScan {
+    /// A backward jump of either kind ([`scan::JUMP_BACKWARD`],
+    /// [`scan::JUMP_BACKWARD_NO_INTERRUPT`]): the code has a loop.
+    pub has_loops: bool,
+    /// Each `JUMP_BACKWARD` (specialised or not): its code unit and its
+    /// oparg (`EXTENDED_ARG` prefixes folded in), in order.
+    pub back_edges: Vec<(u32, u32)>,
+}
+
+/// Finds the loops of `units` (a code object's code units) in one walk.
+///
+/// Most code objects have no loop, and the walk from instruction to
+/// instruction is a chain of dependent loads (the length of one instruction
+/// says where the next is), several cycles each: a first pass looks at the
+/// low byte of every unit independently, and if none could be a backward
+/// jump's opcode, no instruction is one (every instruction's opcode is the
+/// low byte of some unit), and the walk is skipped. A cache unit may hold
+/// such a byte by chance; then the walk decides.
+pub fn scan_loops(units: &[u16]) -> LoopScan {
+    let table = scan_table();
+    let flags = scan::JUMP_BACKWARD | scan::JUMP_BACKWARD_NO_INTERRUPT;
+    if !units.iter().any(|&u| table[(u & 0xff) as usize] & flags != 0) {
+        return LoopScan::default();
+    }
+    static EXTENDED_ARG: OnceLock<Option<u8>> = OnceLock::new();
+    let extended_arg = *EXTENDED_ARG.get_or_init(|| by_name("EXTENDED_ARG"));
+    let mut found = LoopScan::default();
+    let mut ext: u32 = 0;
+    let mut i = 0;
+    while i < units.len() {
+        let op = (units[i] & 0xff) as u8;
+        let oparg = ext | (units[i] >> 8) as u32;
+        ext = if Some(op) == extended_arg { oparg << 8 } else { 0 };
+        let entry = table[op as usize];
+        if entry & flags != 0 {
+            found.has_loops = true;
+            if entry & scan::JUMP_BACKWARD != 0 {
+                found.back_edges.push((i as u32, oparg));
+            }
+        }
+        i += (entry & scan::UNITS) as usize;
+    }
+    found
+}
+
 /// The opcode's name, or None for an unassigned number. The compiler asks
 /// for names per instruction: they are converted from C once.
 #[inline]
@@ -102,6 +149,27 @@ mod tests {
         }
         assert_eq!(flags("JUMP_BACKWARD_NO_INTERRUPT"), scan::JUMP_BACKWARD_NO_INTERRUPT);
         assert_eq!(flags("JUMP_FORWARD"), 0);
+    }
+
+    #[test]
+    fn scan_loops_finds_back_edges_not_cache_bytes() {
+        let op = |name| by_name(name).unwrap() as u16;
+        let unit = |name, oparg: u16| op(name) | oparg << 8;
+        let backward = op("JUMP_BACKWARD");
+        // LOAD_GLOBAL's four cache units, one of which holds JUMP_BACKWARD's
+        // opcode in its low byte: no loop.
+        let mut code = vec![unit("RESUME", 0), unit("LOAD_GLOBAL", 3), 0, backward, backward | 0x100, 0, unit("RETURN_VALUE", 0)];
+        assert_eq!(scan_loops(&code), LoopScan::default());
+        assert_eq!(scan_loops(&[unit("RESUME", 0), unit("RETURN_VALUE", 0)]), LoopScan::default());
+        // A back-edge after it, with an EXTENDED_ARG prefix, and a
+        // specialised one.
+        code.pop();
+        code.extend([unit("EXTENDED_ARG", 1), unit("JUMP_BACKWARD", 2), 0, unit("JUMP_BACKWARD_NO_JIT", 9), 0]);
+        code.push(unit("RETURN_VALUE", 0));
+        assert_eq!(scan_loops(&code), LoopScan { has_loops: true, back_edges: vec![(7, 0x102), (9, 9)] });
+        // `yield from`'s loop: a loop, but no back-edge to enter compiled code at.
+        let code = [unit("RESUME", 0), unit("JUMP_BACKWARD_NO_INTERRUPT", 1), unit("RETURN_VALUE", 0)];
+        assert_eq!(scan_loops(&code), LoopScan { has_loops: true, back_edges: vec![] });
     }
 
     #[test]

@@ -262,8 +262,11 @@ pub unsafe fn install_osr(code: *mut ffi::PyObject, rec: &mut CodeRecord) {
         return;
     }
     rec.osr_installed = true;
-    let units = (code as *mut u8).add(abi::CODE_CO_CODE_ADAPTIVE) as *const u16;
-    if ember_tier1::glue::osr_install(code as *mut c_void, core::slice::from_raw_parts(units, ffi::Py_SIZE(code) as usize)) < 0 {
+    let back_edges = match rec.back_edges.take() {
+        Some(found) => found,
+        None => ember_pyabi::opcodes::scan_loops(crate::records::code_units(code)).back_edges.into_boxed_slice(),
+    };
+    if ember_tier1::glue::osr_install(code as *mut c_void, &back_edges) < 0 {
         ffi::PyErr_Clear();
     }
 }

@@ -84,6 +84,9 @@ pub struct CodeRecord {
     pub long_frames: bool,
     /// Whether its bytecode has a loop (computed when first needed).
     pub has_loops: Option<bool>,
+    /// Its `JUMP_BACKWARD`s (code unit, full oparg), found with `has_loops`
+    /// and kept until its on-stack-replacement entries are put.
+    pub back_edges: Option<Box<[(u32, u32)]>>,
     /// importlib's `_find_and_load`: its frames run with no evaluator
     /// installed (see hook.rs, run_import).
     pub import_boundary: bool,
@@ -301,6 +304,7 @@ pub unsafe fn get_or_create(code: *mut ffi::PyObject) -> *mut CodeRecord {
         hopeless_handoffs: 0,
         respecialisations_declined: 0,
         has_loops: None,
+        back_edges: None,
         import_boundary: is_import_boundary(code),
         long_frames: false,
         interpreted_ns: 0,
@@ -395,31 +399,33 @@ const RESPECIALISE_CALLS_PER_HANDOFF: u64 = 256;
 /// needs its free hand-off, and failed at 1 ms on a loaded machine).
 pub const LONG_FRAME_NS: u64 = 20_000_000;
 
-/// Whether the record's code object has a loop (scanned once).
+/// Whether the record's code object has a loop (scanned once). Under the
+/// default policy the scan also keeps its back-edges, where
+/// [`crate::jit::install_osr`] puts its entries when its first frame runs
+/// (one walk over the bytecode rather than two).
 pub fn has_loops(rec: &mut CodeRecord) -> bool {
+    if let Some(known) = rec.has_loops {
+        return known;
+    }
     // SAFETY: a record's code object is alive (the record dies with it).
-    *rec.has_loops.get_or_insert_with(|| unsafe { code_has_loops(rec.code) })
+    let found = unsafe { ember_pyabi::opcodes::scan_loops(code_units(rec.code)) };
+    rec.has_loops = Some(found.has_loops);
+    // SAFETY: the records are only touched under the GIL.
+    if !found.back_edges.is_empty() && unsafe { state() }.settings.by_policy() {
+        rec.back_edges = Some(found.back_edges.into_boxed_slice());
+    }
+    found.has_loops
 }
 
-/// Whether `code`'s bytecode jumps backward anywhere (has a loop).
+/// `code`'s code units, from its first (quickened as the interpreter runs
+/// them).
 ///
 /// # Safety
-/// GIL held; `code` is a live code object.
-unsafe fn code_has_loops(code: *mut ffi::PyObject) -> bool {
-    use ember_pyabi::opcodes::{scan, scan_table};
+/// GIL held; `code` is a live code object, and the slice is not kept past
+/// a point where it may die.
+pub unsafe fn code_units<'a>(code: *mut ffi::PyObject) -> &'a [u16] {
     let n_units = ffi::Py_SIZE(code) as usize;
-    // Code units are two bytes: the opcode, then the oparg.
-    let bytes = core::slice::from_raw_parts((code as *const u8).add(abi::CODE_CO_CODE_ADAPTIVE), 2 * n_units);
-    let table = scan_table();
-    let mut i = 0;
-    while i < n_units {
-        let entry = table[bytes[2 * i] as usize];
-        if entry & (scan::JUMP_BACKWARD | scan::JUMP_BACKWARD_NO_INTERRUPT) != 0 {
-            return true;
-        }
-        i += (entry & scan::UNITS) as usize;
-    }
-    false
+    core::slice::from_raw_parts((code as *const u8).add(abi::CODE_CO_CODE_ADAPTIVE) as *const u16, n_units)
 }
 
 /// Tier 1's re-specialisation policy (see

@@ -78,32 +78,16 @@ pub fn osr_entries() -> u64 {
     unsafe { core::ptr::addr_of!(ember_osr_entries).read() }
 }
 
-/// Put an on-stack-replacement entry at every back-edge of `code` (a code
-/// object, not instrumented, whose code units from its first are `units`):
-/// how many, or -1 with a Python exception set.
+/// Put an on-stack-replacement entry at every back-edge of `code`: its
+/// `JUMP_BACKWARD`s, (code unit, full oparg) as
+/// `ember_pyabi::opcodes::scan_loops` finds them. How many, or -1 with a
+/// Python exception set; none on code instrumented since (csrc/osr.c).
 ///
 /// # Safety
-/// GIL held; `code` a live code object, `units` its code units.
-pub unsafe fn osr_install(code: *mut c_void, units: &[u16]) -> i32 {
-    use ember_pyabi::opcodes::{scan, scan_table};
-    let (mut sites, mut opargs) = (Vec::new(), Vec::new());
-    let table = scan_table();
-    let extended_arg = crate::compile::extended_arg();
-    let mut ext: u32 = 0;
-    let mut i = 0;
-    while i < units.len() {
-        let op = (units[i] & 0xff) as u8;
-        let oparg = ext | (units[i] >> 8) as u32;
-        ext = if Some(op) == extended_arg { oparg << 8 } else { 0 };
-        let entry = table[op as usize];
-        if entry & scan::JUMP_BACKWARD != 0 {
-            // osr.c jumps past the one cache unit.
-            debug_assert_eq!(entry & scan::UNITS, 2);
-            sites.push(i as u32);
-            opargs.push(oparg);
-        }
-        i += (entry & scan::UNITS) as usize;
-    }
+/// GIL held; `code` a live code object, `back_edges` its back-edges (they
+/// stay where they are as the interpreter specialises the code).
+pub unsafe fn osr_install(code: *mut c_void, back_edges: &[(u32, u32)]) -> i32 {
+    let (sites, opargs): (Vec<u32>, Vec<u32>) = back_edges.iter().copied().unzip();
     ember_osr_install(code, sites.as_ptr(), opargs.as_ptr(), sites.len() as i32)
 }
 
