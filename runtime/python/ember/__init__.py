@@ -8,7 +8,6 @@ or, without changing code: ``python -m ember script.py`` or ``EMBER=1``.
 See docs/usage.md for every function and variable.
 """
 
-import atexit
 import os
 import sys
 
@@ -222,7 +221,10 @@ def enable() -> None:
     never replaces someone else's. Raises ConfigError if an EMBER_* variable
     is invalid.
     """
-    cfg = _from_environ()
+    _enable_with(_from_environ())
+
+
+def _enable_with(cfg: _Config) -> None:
     _ember._configure(cfg.tier1_threshold, cfg.tier1_threshold_loopless, cfg.tier1_loop_work_ns_per_unit,
                       cfg.max_tier, cfg.code_limit_mb << 20,
                       cfg.perf_map)
@@ -292,6 +294,9 @@ def _write_stats_at_exit(path: str, what: str = "EMBER_STATS") -> None:
     if path in _stats_path_registered:
         return
     _stats_path_registered.add(path)
+    # Imported here: most processes never ask for stats, and importing even a
+    # built-in module at start-up costs every EMBER=1 process about 25 us.
+    import atexit
 
     def write():
         target = path.replace("{pid}", str(os.getpid()))
@@ -322,7 +327,8 @@ def _start_from_environment() -> bool:
     if not cfg.enabled:
         return False
     try:
-        enable()
+        # The configuration just read, not read again as enable() would.
+        _enable_with(cfg)
     except RuntimeError as e:  # another frame evaluator
         _report(e)
         return False
