@@ -85,8 +85,7 @@ pub fn scan_loops(units: &[u16]) -> LoopScan {
     if !units.iter().any(|&u| table[(u & 0xff) as usize] & flags != 0) {
         return LoopScan::default();
     }
-    static EXTENDED_ARG: OnceLock<Option<u8>> = OnceLock::new();
-    let extended_arg = *EXTENDED_ARG.get_or_init(|| by_name("EXTENDED_ARG"));
+    let extended_arg = extended_arg();
     let mut found = LoopScan::default();
     let mut ext: u32 = 0;
     let mut i = 0;
@@ -98,6 +97,8 @@ pub fn scan_loops(units: &[u16]) -> LoopScan {
         if entry & flags != 0 {
             found.has_loops = true;
             if entry & scan::JUMP_BACKWARD != 0 {
+                // The on-stack-replacement entries jump past its one cache unit.
+                debug_assert_eq!(entry & scan::UNITS, 2);
                 found.back_edges.push((i as u32, oparg));
             }
         }
@@ -119,6 +120,13 @@ pub fn name(op: u8) -> Option<&'static str> {
             })
             .collect()
     })[op as usize]
+}
+
+/// EXTENDED_ARG's opcode, looked up by name once (a lookup by name is a
+/// linear search: walks over bytecode ask for it every time).
+pub fn extended_arg() -> Option<u8> {
+    static OP: OnceLock<Option<u8>> = OnceLock::new();
+    *OP.get_or_init(|| by_name("EXTENDED_ARG"))
 }
 
 /// The opcode with this name (real opcodes only, not pseudo-instructions).

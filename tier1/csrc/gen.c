@@ -179,17 +179,16 @@ int
 ember_drained_arg(PyObject *callable, PyObject *const *args, Py_ssize_t nargs)
 {
     int first = nargs >= 1 && Py_IS_TYPE(args[0], &PyGen_Type);
+    /* One argument only; min(a, b) compares its arguments, generators or
+     * not. */
     if (callable == (PyObject *)&PySet_Type || callable == (PyObject *)&PyFrozenSet_Type
         || callable == (PyObject *)&PyList_Type || callable == (PyObject *)&PyTuple_Type
-        || callable == (PyObject *)&PyDict_Type || callable == builtin_sorted) {
+        || callable == (PyObject *)&PyDict_Type || callable == builtin_sorted || callable == builtin_min
+        || callable == builtin_max) {
         return first && nargs == 1 ? 0 : -1;
     }
     if (callable == builtin_sum) {
         return first && nargs <= 2 ? 0 : -1;
-    }
-    if (callable == builtin_min || callable == builtin_max) {
-        /* min(a, b) compares its arguments, generators or not. */
-        return first && nargs == 1 ? 0 : -1;
     }
     /* sep.join(gen) (a descriptor's call: self first); PySequence_Fast makes
      * a list of the items first. */

@@ -164,11 +164,6 @@ pub struct Instr {
 
 const FIRST_INSTRUMENTED: u8 = 234;
 
-pub(crate) fn extended_arg() -> Option<u8> {
-    static OP: std::sync::OnceLock<Option<u8>> = std::sync::OnceLock::new();
-    *OP.get_or_init(|| opcodes::by_name("EXTENDED_ARG"))
-}
-
 /// Decode the quickened bytecode. `EXTENDED_ARG` units stay instructions
 /// of their own (jumps may target them) and their oparg is folded forward.
 pub fn decode(bytecode: &[u16]) -> Result<Vec<Instr>, Refusal> {
@@ -212,7 +207,7 @@ fn op_infos() -> [OpInfo; 256] {
             class: Class::of(op),
             jump: JumpRule::of(op),
             prog: NO_PROG,
-            extended_arg: Some(base) == extended_arg(),
+            extended_arg: Some(base) == opcodes::extended_arg(),
             reraise: false,
             site_words: 0,
             null_variant: false,
