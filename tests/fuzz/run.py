@@ -13,7 +13,9 @@ and standard error captured:
   every code object compiled at tier 1 at its first call.
 
 Both have PYTHONHASHSEED=0 and the cyclic GC off while a program runs
-(collected between programs), so that nothing but the tier differs. Each
+(collected between programs), so that nothing but the tier differs, and the
+same memory cap (``MEMORY_CAP``: a program asking for more gets a
+MemoryError). Each
 child writes one JSON line per program (its stdout, its stderr, and the
 exception that escaped the module, if any); the ``tier1`` child also reports,
 from ember.stats() taken while every program's code objects are still alive,
@@ -68,6 +70,13 @@ HASH_SEED = "0"
 INJECT_VAR = "FUZZ_INJECT_DIVERGENCE"
 #: Self-test hook: the tier1 child aborts (as a crash would) on this seed.
 INJECT_CRASH_VAR = "FUZZ_INJECT_CRASH"
+#: Each child's data segment (RLIMIT_DATA: heap and private writable
+#: mappings; tier 1's code is a shared mapping, not counted). A program
+#: asking for more gets a MemoryError, the same in both children, where
+#: without a cap the kernel killed whichever child it chose when two big
+#: programs ran at once (a generated function written for ints, called
+#: with a tuple, multiplied it by 1_000_000_007). The programs need tens of MB.
+MEMORY_CAP = 4 << 30
 
 
 # ----------------------------------------------------------------- children
@@ -115,6 +124,8 @@ def _fuzz_seed(filename: str):
 
 
 def child_main(batch_path: str, out_path: str) -> int:
+    import resource
+    resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_CAP, MEMORY_CAP))
     ember = None
     if os.environ.get("EMBER") == "1":
         import ember  # noqa: F401 -- turned on by the EMBER=1 autoload

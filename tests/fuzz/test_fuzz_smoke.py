@@ -68,3 +68,19 @@ def test_pipeline_survives_a_crashing_child(tmp_path):
     assert "crashed" in total["divergences"][0]["problems"][0]
     # the seeds before and after the crash were still compared (in a new child)
     assert total["programs"] == 3
+
+
+def test_a_program_asking_for_gigabytes_gets_memoryerror_in_both_children(tmp_path):
+    # Seeds 106809 and 107490: a function the generator wrote for ints,
+    # called once with a tuple, multiplied it by 1_000_000_007 (24 GB). Both
+    # children were killed by the kernel (out of memory, two batches at
+    # once), which the run reported as a divergence. Under the children's
+    # memory cap the request fails as any failed allocation does, with a
+    # MemoryError the program sees, the same in both.
+    items = [{"seed": 1, "src": "t = (0,) * 1_000_000_000\n"}]  # 8 GB
+    plain = run.run_mode("plain", items, str(tmp_path))
+    tier1 = run.run_mode("tier1", items, str(tmp_path))
+    assert not plain["crashes"] and not tier1["crashes"]
+    p, t = plain["records"][1], tier1["records"][1]
+    assert p["exc"] and p["exc"][0] == "MemoryError", p
+    assert run.compare(p, t) == []
