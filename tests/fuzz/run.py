@@ -15,12 +15,11 @@ and standard error captured:
 Both have PYTHONHASHSEED=0 and the cyclic GC off while a program runs
 (collected between programs), so that nothing but the tier differs, and the
 same memory cap (``MEMORY_CAP``: a program asking for more gets a
-MemoryError). Each
-child writes one JSON line per program (its stdout, its stderr, and the
-exception that escaped the module, if any); the ``tier1`` child also reports,
-from ember.stats() taken while every program's code objects are still alive,
-how many code objects of each program ran and how many were compiled at
-tier 1.
+MemoryError). Each child writes one JSON line per program (its stdout, its
+stderr, and the exception that escaped the module, if any); the ``tier1``
+child also reports, from ember.stats() taken while every program's code
+objects are still alive, how many code objects of each program ran and how
+many were compiled at tier 1.
 
 A seed diverges when the two records differ in anything (stdout, stderr,
 escaping exception), or when one child crashed or hung on it. Each
