@@ -405,7 +405,8 @@ def test_stats_reader_prints_top_functions(scripts, tmp_path):
     (tmp_path / "other.json").write_text('{"schema": "something-else"}')
     bad = python("-m", "ember.report", str(tmp_path / "other.json"), cwd=scripts)
     assert bad.returncode == 2 and "not an Ember stats file" in bad.stderr
-    data = json.loads(open(path).read())
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
     data["schema_version"] = 99
     (tmp_path / "future.json").write_text(json.dumps(data))
     future = python("-m", "ember.report", str(tmp_path / "future.json"), cwd=scripts)
