@@ -175,12 +175,14 @@ def facts() -> dict:
     if cxjit is not None:
         f["cinderx_enabled"] = int(cxjit.is_enabled())
         f["cinderx_compiled"] = len(cxjit.get_compiled_functions())
-    if "ember" in sys.modules:
-        import ember
-        f["ember_path"] = os.path.dirname(os.path.abspath(ember.__file__))
-        f["ember_enabled"] = int(ember.is_enabled())
+    # The extension, not the package: the EMBER=1 autoload loads only it,
+    # and importing the package here would add to the process measured.
+    emb = sys.modules.get("ember._ember")
+    if emb is not None:
+        f["ember_path"] = os.path.dirname(os.path.abspath(emb.__file__))
+        f["ember_enabled"] = int(emb._installed() == "ember")
         if f["ember_enabled"]:
-            g = ember._ember._stats(with_functions=False)["global"]
+            g = emb._stats(with_functions=False)["global"]
             for key, value in g.items():
                 if isinstance(value, int):
                     f[f"ember_{key}"] = value

@@ -2,6 +2,7 @@
 //! the Python package (`runtime/python/ember`), which validates arguments and
 //! calls the underscore functions here.
 
+mod config;
 mod hook;
 mod jit;
 mod json;
@@ -28,7 +29,12 @@ fn describe_other(addr: usize) -> String {
 /// replacing or chaining, when another evaluator is installed.
 #[pyfunction]
 fn _enable(_py: Python<'_>) -> PyResult<()> {
-    // SAFETY: the GIL is held in a #[pyfunction].
+    enable()
+}
+
+/// [`_enable`], for the start-up from the environment (config.rs). GIL held.
+fn enable() -> PyResult<()> {
+    // SAFETY: the callers hold the GIL.
     unsafe {
         // Ember's records and its code watcher belong to the main
         // interpreter: code objects of another would outlive their records'
@@ -313,7 +319,19 @@ fn _stats<'py>(py: Python<'py>, with_functions: bool) -> PyResult<Bound<'py, PyD
     Ok(out)
 }
 
-/// Compilation settings (validated by the Python layer).
+/// The settings `cfg` gives (config.rs). GIL held.
+fn configure(cfg: &config::Config) -> PyResult<()> {
+    _configure(
+        cfg.tier1_threshold,
+        cfg.tier1_threshold_loopless,
+        cfg.tier1_loop_work_ns_per_unit,
+        cfg.max_tier as i64,
+        (cfg.code_limit_mb as usize) << 20,
+        cfg.perf_map,
+    )
+}
+
+/// Compilation settings (validated by config.rs).
 #[pyfunction]
 fn _configure(
     tier1_threshold: u64,
@@ -469,7 +487,12 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // and pyo3 builds its PanicException type to inspect that error, a
     // fifth of what this module's set-up costs in every EMBER=1 process.
     m.setattr("MAX_AVAILABLE_TIER", MAX_AVAILABLE_TIER.number())?;
+    m.setattr("ConfigError", py.get_type::<config::ConfigError>())?;
     for function in [
+        wrap_pyfunction!(config::_start_from_environment, m)?,
+        wrap_pyfunction!(config::_environ_config, m)?,
+        wrap_pyfunction!(config::_check_path, m)?,
+        wrap_pyfunction!(config::_report, m)?,
         wrap_pyfunction!(_enable, m)?,
         wrap_pyfunction!(_disable, m)?,
         wrap_pyfunction!(_installed, m)?,

@@ -327,7 +327,8 @@ def clean_env() -> dict:
 PROBE = r"""
 import importlib.util, json, os, sys
 names = sys.argv[1:]
-mod = sys.modules.get("ember")
+# The extension: the EMBER=1 autoload loads it, not the package.
+mod = sys.modules.get("ember._ember")
 base = sys.modules.get("_pep523_baseline")
 info = {
     "version": sys.version,
@@ -336,7 +337,7 @@ info = {
     "debug": hasattr(sys, "gettotalrefcount"),
     "abiflags": sys.abiflags,
     "ember_loaded": mod is not None,
-    "ember_enabled": bool(mod is not None and mod.is_enabled()),
+    "ember_enabled": bool(mod is not None and mod._installed() == "ember"),
     "max_tier": getattr(mod, "MAX_AVAILABLE_TIER", None),
     "pep523_enabled": bool(base is not None and base.is_enabled()),
     "missing_tests": [],

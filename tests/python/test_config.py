@@ -11,11 +11,12 @@ import pytest
 
 import difftest
 
-# Prints whether the autoload loaded and enabled Ember before the script ran,
-# then does some work so that the hook has something to count.
+# Prints whether the autoload loaded Ember's extension and enabled Ember
+# before the script ran, then does some work so that the hook has something
+# to count.
 PROBE = textwrap.dedent("""
     import sys
-    loaded = "ember" in sys.modules
+    loaded = "ember._ember" in sys.modules
     import ember
 
     def square(x):
@@ -72,22 +73,39 @@ def test_ember_1_enables_at_startup_without_code_changes(scripts):
     assert (p.stdout, p.stderr, p.returncode) == ("True True 4900\n", "", 0)
 
 
-def test_startup_imports_only_the_package_and_the_extension(scripts):
-    # Every EMBER=1 process pays for what the autoload imports: the package
-    # (configuration included) and the extension, not the per-function calls
-    # (ember/_api.py), which come with their first use, under every name
-    # the package exports.
+def test_startup_imports_only_the_extension(scripts):
+    # Every EMBER=1 process pays for what the autoload imports: the extension
+    # (configuration included), not the package, which a program importing
+    # it gets with the extension already loaded, nor the per-function calls
+    # (ember/_api.py), which come with their first use, under every name the
+    # package exports.
     (scripts / "mods.py").write_text(textwrap.dedent("""
         import sys
         print(sorted(m for m in sys.modules if m.startswith("ember")))
+        extension = sys.modules["ember._ember"]
         import ember
         from ember import *
-        print(all(callable(globals()[name]) for name in ember.__all__),
+        print(ember._ember is extension, ember.is_enabled(),
+              all(callable(globals()[name]) for name in ember.__all__),
               set(ember.__all__) <= set(dir(ember)), "ember._api" in sys.modules)
     """))
     p = python("mods.py", env={"EMBER": "1"}, cwd=scripts)
     assert (p.stdout, p.stderr, p.returncode) == (
-        "['ember', 'ember._ember', 'ember_autoload']\nTrue True True\n", "", 0)
+        "['ember._ember', 'ember_autoload']\nTrue True True True True\n", "", 0)
+
+
+def test_ember_1_without_ember_importable_says_so_and_runs_on(scripts):
+    # The autoload (installed beside ember.pth) with no `ember` on the path:
+    # one line, and the program runs as without Ember.
+    env = {"EMBER": "1", "PYTHONPATH": ""}
+    p = subprocess.run([sys.executable, "-c", "import importlib.util as u; print(u.find_spec('ember') is None)"],
+                       env=difftest.clean_environ({"PYTHONPATH": ""}), capture_output=True, text=True, timeout=60)
+    if p.stdout != "True\n":
+        pytest.skip("ember is importable without PYTHONPATH here (installed into the environment)")
+    p = python("argv.py", env=env, cwd=scripts)
+    assert outcome(p) == ("__main__ ['argv.py']\n",
+                          "ember: EMBER is set but Ember cannot be imported (No module named 'ember'); "
+                          "Ember stays off\n", 0)
 
 
 @pytest.mark.parametrize("env, loaded", [({"EMBER": "0"}, "True"), ({}, "False")])
@@ -103,6 +121,9 @@ BAD = [
     ("EMBER_STATS", ""),
     ("EMBER_STATS", "/nonexistent/dir/x.json"),
     ("EMBER_FOO", "1"),
+    # Digits, but more than the setting holds.
+    ("EMBER_TIER1_THRESHOLD", "99999999999999999999999"),
+    ("EMBER_CODE_LIMIT_MB", "18446744073709551615"),
 ]
 
 

@@ -10,7 +10,7 @@ import difftest
 from difftest import Config, check
 
 # Behaves differently when Ember has been loaded into the process.
-EMBER_LOADED = 'import sys\ndef loaded():\n    return "ember" in sys.modules\n'
+EMBER_LOADED = 'import sys\ndef loaded():\n    return "ember._ember" in sys.modules\n'
 
 
 def test_different_stdout_fails():

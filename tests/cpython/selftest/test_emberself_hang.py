@@ -6,8 +6,9 @@ import sys
 import time
 import unittest
 
-_ember = sys.modules.get("ember")
-UNDER_EMBER = bool(_ember is not None and _ember.is_enabled())
+# The extension: the EMBER=1 autoload loads it, not the package.
+_ember = sys.modules.get("ember._ember")
+UNDER_EMBER = bool(_ember is not None and _ember._installed() == "ember")
 
 
 class Hang(unittest.TestCase):
