@@ -253,7 +253,8 @@ def main() -> int:
     if args.child:
         child(args.child, args.modules, args.child_out)
         return 0
-    out = args.out or os.path.join(HERE, "results", time.strftime("compile-%Y%m%d-%H%M"))
+    # Absolute: the children run in it.
+    out = os.path.abspath(args.out or os.path.join(HERE, "results", time.strftime("compile-%Y%m%d-%H%M")))
     os.makedirs(out, exist_ok=True)
     results = {}
     for which in ["ember"] + ([] if args.no_cinderx else ["cinderx"]):
