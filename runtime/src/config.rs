@@ -290,6 +290,29 @@ pub fn _report(py: Python<'_>, why: &str) -> PyResult<()> {
     report(py, why)
 }
 
+/// The settings `os.environ`'s EMBER* variables give.
+fn from_os_environ(py: Python<'_>) -> PyResult<Config> {
+    from_environ(&py.import("os")?.getattr("environ")?)
+}
+
+/// `cfg`'s settings taken, and Ember's evaluator installed (RuntimeError
+/// for another evaluator).
+fn configure_and_enable(cfg: &Config) -> PyResult<()> {
+    crate::configure(cfg)?;
+    crate::enable()
+}
+
+/// `ember.enable()`: Ember on with the settings `os.environ` gives, whatever
+/// EMBER says; ConfigError for a bad variable, RuntimeError for another
+/// frame evaluator. Returns the EMBER_STATS path, for the package to write
+/// the stats at exit.
+#[pyfunction]
+pub fn _enable_from_environment(py: Python<'_>) -> PyResult<Option<String>> {
+    let cfg = from_os_environ(py)?;
+    configure_and_enable(&cfg)?;
+    Ok(cfg.stats_path)
+}
+
 /// Turn Ember on as `os.environ`'s EMBER* variables say (the autoload,
 /// `ember._start_from_environment`). Never raises for configuration: a bad
 /// value, or another frame evaluator, is reported in one line and Ember
@@ -297,8 +320,7 @@ pub fn _report(py: Python<'_>, why: &str) -> PyResult<()> {
 /// caller to write the stats at exit (the package does).
 #[pyfunction]
 pub fn _start_from_environment(py: Python<'_>) -> PyResult<(bool, Option<String>)> {
-    let environ = py.import("os")?.getattr("environ")?;
-    let cfg = match from_environ(&environ) {
+    let cfg = match from_os_environ(py) {
         Ok(cfg) => cfg,
         Err(e) if e.is_instance_of::<ConfigError>(py) => {
             report(py, &e.value(py).str()?.to_string())?;
@@ -309,8 +331,7 @@ pub fn _start_from_environment(py: Python<'_>) -> PyResult<(bool, Option<String>
     if !cfg.enabled {
         return Ok((false, None));
     }
-    crate::configure(&cfg)?;
-    match crate::enable() {
+    match configure_and_enable(&cfg) {
         Ok(()) => Ok((true, cfg.stats_path)),
         Err(e) if e.is_instance_of::<PyRuntimeError>(py) => {
             report(py, &e.value(py).str()?.to_string())?;

@@ -16,7 +16,7 @@ extern "C" {
     fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void;
 }
 
-/// Compilation settings, set from EMBER_* through `ember._ember._configure`.
+/// Compilation settings, set from the EMBER* variables (config.rs).
 pub struct Settings {
     /// Calls before a code object is compiled at tier 1 (0: at its first
     /// call); and, for one without a loop, at least as many as the second.

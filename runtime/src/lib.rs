@@ -319,39 +319,21 @@ fn _stats<'py>(py: Python<'py>, with_functions: bool) -> PyResult<Bound<'py, PyD
     Ok(out)
 }
 
-/// The settings `cfg` gives (config.rs). GIL held.
+/// The compilation settings `cfg` gives (read and checked by config.rs).
+/// GIL held.
 fn configure(cfg: &config::Config) -> PyResult<()> {
-    _configure(
-        cfg.tier1_threshold,
-        cfg.tier1_threshold_loopless,
-        cfg.tier1_loop_work_ns_per_unit,
-        cfg.max_tier as i64,
-        (cfg.code_limit_mb as usize) << 20,
-        cfg.perf_map,
-    )
-}
-
-/// Compilation settings (validated by config.rs).
-#[pyfunction]
-fn _configure(
-    tier1_threshold: u64,
-    tier1_threshold_loopless: u64,
-    tier1_loop_work_ns_per_unit: u64,
-    max_tier: i64,
-    code_limit: usize,
-    perf_map: bool,
-) -> PyResult<()> {
-    let max_tier = Tier::from_number(max_tier)
+    let max_tier = Tier::from_number(cfg.max_tier as i64)
         .filter(|t| *t <= MAX_AVAILABLE_TIER)
         .ok_or_else(|| PyValueError::new_err(format!("max tier must be 0..={MAX_AVAILABLE_TIER}")))?;
+    // SAFETY: the callers hold the GIL.
     unsafe {
         let st = state();
-        st.settings.tier1_threshold = tier1_threshold;
-        st.settings.tier1_threshold_loopless = tier1_threshold_loopless;
-        st.settings.tier1_loop_work_ns_per_unit = tier1_loop_work_ns_per_unit;
+        st.settings.tier1_threshold = cfg.tier1_threshold;
+        st.settings.tier1_threshold_loopless = cfg.tier1_threshold_loopless;
+        st.settings.tier1_loop_work_ns_per_unit = cfg.tier1_loop_work_ns_per_unit;
         st.settings.max_tier = max_tier;
-        st.settings.code_limit = code_limit;
-        st.settings.perf_map = perf_map;
+        st.settings.code_limit = (cfg.code_limit_mb as usize) << 20;
+        st.settings.perf_map = cfg.perf_map;
     }
     Ok(())
 }
@@ -490,6 +472,7 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.setattr("ConfigError", py.get_type::<config::ConfigError>())?;
     for function in [
         wrap_pyfunction!(config::_start_from_environment, m)?,
+        wrap_pyfunction!(config::_enable_from_environment, m)?,
         wrap_pyfunction!(config::_environ_config, m)?,
         wrap_pyfunction!(config::_check_path, m)?,
         wrap_pyfunction!(config::_report, m)?,
@@ -506,7 +489,6 @@ fn _ember(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(json::_gc_pause, m)?,
         wrap_pyfunction!(json::_gc_resume, m)?,
         wrap_pyfunction!(_reset_counters, m)?,
-        wrap_pyfunction!(_configure, m)?,
         wrap_pyfunction!(_compile, m)?,
         wrap_pyfunction!(_tier1_code, m)?,
         wrap_pyfunction!(_tier1_info, m)?,

@@ -99,16 +99,9 @@ def enable() -> None:
     never replaces someone else's. Raises ConfigError if an EMBER_* variable
     is invalid.
     """
-    _enable_with(_from_environ())
-
-
-def _enable_with(cfg: _Config) -> None:
-    _ember._configure(cfg.tier1_threshold, cfg.tier1_threshold_loopless, cfg.tier1_loop_work_ns_per_unit,
-                      cfg.max_tier, cfg.code_limit_mb << 20,
-                      cfg.perf_map)
-    _ember._enable()
-    if cfg.stats_path:
-        _write_stats_at_exit(cfg.stats_path)
+    stats_path = _ember._enable_from_environment()
+    if stats_path:
+        _write_stats_at_exit(stats_path)
 
 
 def disable() -> bool:
