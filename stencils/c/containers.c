@@ -404,33 +404,10 @@ EMBER_STENCIL(GET_LEN)
 
 /* ---- TO_BOOL specialisations: (value -- res) --------------------------- */
 
-/* Values whose truth the generic conversion finds without calling code of
- * the program: None, and instances of types without __bool__ or __len__
- * (the interpreter's TO_BOOL_ALWAYS_TRUE). A site that meets one of these
- * besides what it was specialised for (`if node.left:`, where a child is
- * None or a node) does not count it as a miss: the interpreter would
- * re-specialise it for the other kind every ~53 executions, and compiled
- * code would hand it a frame each time, to no gain. */
-static inline __attribute__((always_inline)) int
-truth_is_plain(PyObject *o)
-{
-    if (o == Py_None) {
-        return 1;
-    }
-    PyTypeObject *tp = Py_TYPE(o);
-    return (tp->tp_as_number == NULL || tp->tp_as_number->nb_bool == NULL)
-           && (tp->tp_as_mapping == NULL || tp->tp_as_mapping->mp_length == NULL)
-           && (tp->tp_as_sequence == NULL || tp->tp_as_sequence->sq_length == NULL);
-}
-
 /* The generic conversion, for a value the guard did not expect. */
 MISS_HELPER(to_bool_miss)
 {
-    _PyStackRef value = stack_pointer[-1];
-    if (!truth_is_plain(BORROW(value))) {
-        ADAPTIVE_MISS();
-    }
-    TO_BOOL_CONVERT(value);
+    GENERIC_RESULT(ember_miss_to_bool(frame, stack_pointer, tstate, THIS_INSTR));
 }
 
 /* One type test (bool has no subclasses), where comparing with True and
@@ -531,11 +508,7 @@ EMBER_STENCIL(TO_BOOL_ALWAYS_TRUE)
 
 MISS_HELPER(binop_miss)
 {
-    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
-    ADAPTIVE_MISS();
-    ESCAPE();
-    PyObject *res_g = ((binaryfunc)OPERAND0)(BORROW(lhs), BORROW(rhs));
-    BINOP_FINISH(res_g);
+    GENERIC_RESULT(ember_miss_binary_op(frame, stack_pointer, tstate, THIS_INSTR, (binaryfunc)OPERAND0));
 }
 #define BINOP_GENERIC() MISS(binop_miss)
 

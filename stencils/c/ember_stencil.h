@@ -332,50 +332,6 @@ typedef struct { char bytes[1 << 16]; } ember_memory;
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* LOAD_GLOBAL's lookup of NAME in the globals, then the builtins; pushes
- * the value, then NULL when oparg & 1. Ends the stencil. */
-#define LOAD_GLOBAL_GENERIC(NAME)                                                \
-    do {                                                                         \
-        PyObject *name_ = (NAME);                                                \
-        ESCAPE();                                                                \
-        _PyEval_LoadGlobalStackRef(frame->f_globals, frame->f_builtins, name_, stack_pointer); \
-        if (UNLIKELY(PyStackRef_IsNull(stack_pointer[0]))) {                     \
-            if (!_PyErr_Occurred(tstate)) {                                      \
-                _PyEval_FormatExcCheckArg(tstate, PyExc_NameError, "name '%.200s' is not defined", \
-                                          name_);                                \
-            }                                                                    \
-            ERROR();                                                             \
-        }                                                                        \
-        stack_pointer++;                                                         \
-        if (OPARG & 1) {                                                         \
-            stack_pointer[0] = PyStackRef_NULL;                                  \
-            stack_pointer++;                                                     \
-        }                                                                        \
-        CONTINUE();                                                              \
-    } while (0)
-
-/* TO_BOOL's conversion of the VALUE on top of the stack to True or False
- * (generic TO_BOOL, and its specialised forms' miss path). Ends the
- * stencil. */
-#define TO_BOOL_CONVERT(VALUE)                                                   \
-    do {                                                                         \
-        _PyStackRef value_ = (VALUE);                                            \
-        if (PyStackRef_IsTrue(value_) || PyStackRef_IsFalse(value_)) {           \
-            CONTINUE();                                                          \
-        }                                                                        \
-        ESCAPE();                                                                \
-        int truth_ = PyObject_IsTrue(BORROW(value_));                            \
-        stack_pointer--;                                                         \
-        SYNC_SP();                                                               \
-        PyStackRef_CLOSE(value_);                                                \
-        if (UNLIKELY(truth_ < 0)) {                                              \
-            ERROR();                                                             \
-        }                                                                        \
-        stack_pointer[0] = truth_ ? PyStackRef_True : PyStackRef_False;          \
-        stack_pointer++;                                                         \
-        CONTINUE();                                                              \
-    } while (0)
-
 /* Helpers that live in the ember module itself (tier1/csrc/glue.c). */
 PyObject *ember_handoff(_PyInterpreterFrame *frame, _PyStackRef *stack_pointer, PyThreadState *tstate);
 /* Steals exc and cause; returns 1 for a bare re-raise (no new traceback). */
@@ -484,6 +440,74 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
 /* BINARY_SLICE of the three items at `items`, which it consumes. */
 PyObject *ember_binary_slice(_PyInterpreterFrame *frame, _PyStackRef *items);
 
+/* Slow paths in tier1/csrc/fast.c. Each expects frame->instr_ptr and
+ * frame->stackpointer set (ESCAPE()) and `sp` the stack pointer. */
+/* (owner -- attr, self_or_null if oparg & 1): 0, or -1 with the owner
+ * popped and closed. */
+int ember_load_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
+/* (value, owner --): both popped and closed; 0 or -1. */
+int ember_store_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
+/* (lhs, rhs -- res): 0 with res at sp[-2], or -1 with both popped. */
+int ember_compare_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
+
+/* The generic forms of the commonest specialisable instructions, whole
+ * (tier1/csrc/generic.c): the stack pointer after the instruction; NULL on
+ * an error, with frame->stackpointer where the error leaves the stack; or
+ * EMBER_GENERIC_HAND_OFF, having changed nothing, when the adaptive counter
+ * says the interpreter should specialise the instruction now. */
+#define EMBER_GENERIC_HAND_OFF ((_PyStackRef *)1)
+_PyStackRef *ember_generic_load_attr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                     _Py_CODEUNIT *this_instr, int oparg);
+_PyStackRef *ember_generic_store_attr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                      _Py_CODEUNIT *this_instr, int oparg);
+_PyStackRef *ember_generic_load_global(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                       _Py_CODEUNIT *this_instr, int oparg);
+_PyStackRef *ember_generic_binary_op(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                     _Py_CODEUNIT *this_instr, binaryfunc op);
+_PyStackRef *ember_generic_compare_op(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                      _Py_CODEUNIT *this_instr, int oparg);
+_PyStackRef *ember_generic_contains_op(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                       _Py_CODEUNIT *this_instr, int oparg);
+_PyStackRef *ember_generic_to_bool(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                   _Py_CODEUNIT *this_instr);
+_PyStackRef *ember_generic_store_subscr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                        _Py_CODEUNIT *this_instr);
+/* The same after a specialised form's guard failed (ADAPTIVE_MISS: the
+ * counter a miss keeps, not the generic one's). The float operations'
+ * `kind`: EMBER_FLOAT_ADD, _SUBTRACT or _MULTIPLY; a float and a small int
+ * are computed there, and not counted as a miss (FLOAT_BINOP, ops.c). */
+enum { EMBER_FLOAT_ADD, EMBER_FLOAT_SUBTRACT, EMBER_FLOAT_MULTIPLY };
+_PyStackRef *ember_miss_load_attr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                  _Py_CODEUNIT *this_instr, int oparg);
+_PyStackRef *ember_miss_store_attr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                   _Py_CODEUNIT *this_instr, int oparg);
+_PyStackRef *ember_miss_load_global(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                    _Py_CODEUNIT *this_instr, int oparg);
+_PyStackRef *ember_miss_binary_op(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                  _Py_CODEUNIT *this_instr, binaryfunc op);
+_PyStackRef *ember_miss_float_binop(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                    _Py_CODEUNIT *this_instr, binaryfunc op, int kind);
+_PyStackRef *ember_miss_compare_op(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                   _Py_CODEUNIT *this_instr, int oparg);
+_PyStackRef *ember_miss_to_bool(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                _Py_CODEUNIT *this_instr);
+_PyStackRef *ember_miss_store_subscr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
+                                     _Py_CODEUNIT *this_instr);
+/* A stencil that is one of those calls; ends the stencil. */
+#define GENERIC_RESULT(CALL)                                                     \
+    do {                                                                         \
+        _PyStackRef *sp_ = (CALL);                                               \
+        if (UNLIKELY((uintptr_t)sp_ <= (uintptr_t)EMBER_GENERIC_HAND_OFF)) {     \
+            if (sp_ != NULL) {                                                   \
+                DEOPT_HERE();                                                    \
+            }                                                                    \
+            stack_pointer = frame->stackpointer;                                 \
+            ERROR();                                                             \
+        }                                                                        \
+        stack_pointer = sp_;                                                     \
+        CONTINUE();                                                              \
+    } while (0)
+
 /* Quickening as the interpreter does it, so that code compiled before the
  * interpreter ever ran it still gets specialised (and later recompiled with
  * specialised stencils). The first inline-cache entry of a specialisable
@@ -547,12 +571,15 @@ PyObject *ember_binary_slice(_PyInterpreterFrame *frame, _PyStackRef *items);
  * for that too often (ember_may_respecialise): a polymorphic site would
  * otherwise send every ~53rd miss's frame to the interpreter, forever. The
  * counter then restarts as if the instruction had been specialised again. */
-#define ADAPTIVE_MISS()                                                          \
+#define ADAPTIVE_MISS() ADAPTIVE_MISS_AT(THIS_INSTR, DEOPT_HERE())
+/* The same for the instruction INSTR, HAND_OFF giving the frame to the
+ * interpreter there (also for the helpers of tier1/csrc/generic.c). */
+#define ADAPTIVE_MISS_AT(INSTR, HAND_OFF)                                        \
     do {                                                                         \
-        _Py_CODEUNIT *this_instr_ = THIS_INSTR;                                  \
+        _Py_CODEUNIT *this_instr_ = (INSTR);                                     \
         if (UNLIKELY(backoff_counter_triggers(this_instr_[1].counter))) {        \
             if (ember_may_respecialise(frame, EMBER_RETRY_MISS)) {               \
-                DEOPT_HERE();                                                    \
+                HAND_OFF;                                                        \
             }                                                                    \
             this_instr_[1].counter = adaptive_counter_cooldown();                \
         }                                                                        \

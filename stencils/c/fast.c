@@ -26,15 +26,6 @@
 #include "pycore_setobject.h"
 #include "pycore_unicodeobject.h"
 
-/* Slow paths in tier1/csrc/fast.c. Each expects frame->instr_ptr and
- * frame->stackpointer set (ESCAPE()) and `sp` the stack pointer. */
-/* (owner -- attr, self_or_null if oparg & 1): 0, or -1 with the owner
- * popped and closed. */
-int ember_load_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
-/* (value, owner --): both popped and closed; 0 or -1. */
-int ember_store_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
-/* (lhs, rhs -- res): 0 with res at sp[-2], or -1 with both popped. */
-int ember_compare_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
 /* Calls base[0], of the kind below, with the call's arguments as an array
  * and closes every input. */
 enum { CFAST_BUILTIN, CFAST_DESCR, CFAST_BUILTIN_KW, CFAST_DESCR_KW, CFAST_CLASS };
@@ -46,15 +37,7 @@ PyObject *ember_call_cfast(_PyInterpreterFrame *frame, _PyStackRef *base, int op
  * miss: the specialised loads' rare path. */
 MISS_HELPER(load_attr_miss)
 {
-    ADAPTIVE_MISS();
-    int oparg = OPARG;
-    ESCAPE();
-    if (UNLIKELY(ember_load_attr_slow(frame, stack_pointer, oparg) < 0)) {
-        stack_pointer--;
-        ERROR();
-    }
-    stack_pointer += oparg & 1;
-    CONTINUE();
+    GENERIC_RESULT(ember_miss_load_attr(frame, stack_pointer, tstate, THIS_INSTR, OPARG));
 }
 #define LOAD_ATTR_GENERIC() MISS(load_attr_miss)
 
@@ -348,8 +331,7 @@ hinted_entry(PyObject *owner, uint32_t hint, PyObject *name)
  * function called from such a loop. */
 MISS_HELPER(load_global_miss)
 {
-    ADAPTIVE_MISS();
-    LOAD_GLOBAL_GENERIC(PyTuple_GET_ITEM(CODE()->co_names, OPARG >> 1));
+    GENERIC_RESULT(ember_miss_load_global(frame, stack_pointer, tstate, THIS_INSTR, OPARG));
 }
 #define LOAD_GLOBAL_MISS() MISS(load_global_miss)
 
@@ -416,15 +398,7 @@ versioned_entry_operand0(PyObject *dict, uintptr_t index)
 
 MISS_HELPER(store_attr_miss)
 {
-    ADAPTIVE_MISS();
-    int oparg = OPARG;
-    ESCAPE();
-    int err = ember_store_attr_slow(frame, stack_pointer, oparg);
-    stack_pointer -= 2;
-    if (UNLIKELY(err < 0)) {
-        ERROR();
-    }
-    CONTINUE();
+    GENERIC_RESULT(ember_miss_store_attr(frame, stack_pointer, tstate, THIS_INSTR, OPARG));
 }
 #define STORE_ATTR_GENERIC() MISS(store_attr_miss)
 
@@ -639,14 +613,7 @@ EMBER_STENCIL(FOR_ITER_TUPLE)
  * a miss. */
 MISS_HELPER(compare_miss)
 {
-    ADAPTIVE_MISS();
-    ESCAPE();
-    if (UNLIKELY(ember_compare_slow(frame, stack_pointer, OPARG) < 0)) {
-        stack_pointer -= 2;
-        ERROR();
-    }
-    stack_pointer--;
-    CONTINUE();
+    GENERIC_RESULT(ember_miss_compare_op(frame, stack_pointer, tstate, THIS_INSTR, OPARG));
 }
 #define COMPARE_GENERIC() MISS(compare_miss)
 
@@ -732,19 +699,7 @@ EMBER_STENCIL(CONTAINS_OP_DICT)
 
 MISS_HELPER(store_subscr_miss)
 {
-    ADAPTIVE_MISS();
-    _PyStackRef value = stack_pointer[-3], container = stack_pointer[-2], sub = stack_pointer[-1];
-    ESCAPE();
-    int err = PyObject_SetItem(BORROW(container), BORROW(sub), BORROW(value));
-    stack_pointer -= 3;
-    SYNC_SP();
-    CLOSE(value);
-    CLOSE(container);
-    CLOSE(sub);
-    if (UNLIKELY(err < 0)) {
-        ERROR();
-    }
-    CONTINUE();
+    GENERIC_RESULT(ember_miss_store_subscr(frame, stack_pointer, tstate, THIS_INSTR));
 }
 #define STORE_SUBSCR_GENERIC() MISS(store_subscr_miss)
 

@@ -17,25 +17,18 @@
         CONTINUE();                                     \
     } while (0)
 
-/* OPERAND0: the binaryfunc for this oparg (_PyEval_BinaryOps[oparg]). */
+/* The generic instructions are calls (tier1/csrc/generic.c, GENERIC_RESULT).
+ * OPERAND0: the binaryfunc for this oparg (_PyEval_BinaryOps[oparg]). */
 EMBER_STENCIL(BINARY_OP)
 {
-    ADAPTIVE(BINARY_OP);
-    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
-    ESCAPE();
-    PyObject *res = ((binaryfunc)OPERAND0)(BORROW(lhs), BORROW(rhs));
-    BINARY_EPILOGUE(res);
+    GENERIC_RESULT(ember_generic_binary_op(frame, stack_pointer, tstate, THIS_INSTR, (binaryfunc)OPERAND0));
 }
 
 /* The miss path of the specialised BINARY_OPs: the generic operation
  * (OPERAND0, the binaryfunc for the oparg). */
 MISS_HELPER(binary_op_miss)
 {
-    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
-    ESCAPE();
-    ADAPTIVE_MISS();
-    PyObject *res = ((binaryfunc)OPERAND0)(BORROW(lhs), BORROW(rhs));
-    BINARY_EPILOGUE(res);
+    GENERIC_RESULT(ember_miss_binary_op(frame, stack_pointer, tstate, THIS_INSTR, (binaryfunc)OPERAND0));
 }
 
 /* Exact ints: the operands closed by their type's deallocator, as the
@@ -96,14 +89,6 @@ INT_BINOP(BINARY_OP_ADD_INT, _PyLong_Add, +)
 INT_BINOP(BINARY_OP_SUBTRACT_INT, _PyLong_Subtract, -)
 INT_BINOP(BINARY_OP_MULTIPLY_INT, _PyLong_Multiply, *)
 
-/* An exact int CPython converts to a float exactly (a compact one: under
- * 2**30), as float arithmetic with an int operand does. */
-static inline __attribute__((always_inline)) int
-is_small_exact_int(PyObject *o)
-{
-    return PyLong_CheckExact(o) && _PyLong_IsCompact((PyLongObject *)o);
-}
-
 /* The float in REF holds the result VALUE if the stack's reference is its
  * only one (a temporary: `dx * dx + dy * dy`): nothing else can see it
  * change, and no float is freed and made again. */
@@ -111,26 +96,13 @@ is_small_exact_int(PyObject *o)
     (PyStackRef_RefcountOnObject(REF) && BITS_TO_PTR(REF)->ob_refcnt == 1        \
      && (((PyFloatObject *)BITS_TO_PTR(REF))->ob_fval = (VALUE), 1))
 
-/* FLOAT_BINOP's rare paths: a small int on one side, or a miss. */
-#define FLOAT_BINOP_MISS(NAME, OP)                                             \
+/* FLOAT_BINOP's rare paths: a small int on one side, or a miss
+ * (tier1/csrc/generic.c). */
+#define FLOAT_BINOP_MISS(NAME, KIND)                                           \
     MISS_HELPER(NAME##_miss)                                                   \
     {                                                                          \
-        _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];          \
-        PyObject *l = BORROW(lhs), *r = BORROW(rhs);                           \
-        PyObject *res;                                                         \
-        ESCAPE();                                                              \
-        if (PyFloat_CheckExact(l) ? is_small_exact_int(r)                      \
-                                  : PyFloat_CheckExact(r) && is_small_exact_int(l)) { \
-            double a = PyFloat_CheckExact(l) ? PyFloat_AS_DOUBLE(l)            \
-                                             : (double)_PyLong_CompactValue((PyLongObject *)l); \
-            double b = PyFloat_CheckExact(r) ? PyFloat_AS_DOUBLE(r)            \
-                                             : (double)_PyLong_CompactValue((PyLongObject *)r); \
-            res = PyFloat_FromDouble(a OP b);                                  \
-            BINARY_EPILOGUE(res);                                              \
-        }                                                                      \
-        ADAPTIVE_MISS();                                                       \
-        res = ((binaryfunc)OPERAND0)(l, r);                                    \
-        BINARY_EPILOGUE(res);                                                  \
+        GENERIC_RESULT(ember_miss_float_binop(frame, stack_pointer, tstate, THIS_INSTR, \
+                                              (binaryfunc)OPERAND0, KIND));    \
     }
 
 /* Exact floats: the result goes into an operand that only the stack holds,
@@ -142,8 +114,8 @@ is_small_exact_int(PyObject *o)
  * side (a sum that starts at 0) gives the same float as the generic path,
  * and is not counted as a miss: the interpreter would re-specialise for it every
  * ~53 times, and compiled code in a loop would hand frames over for that. */
-#define FLOAT_BINOP(NAME, OP)                                                  \
-    FLOAT_BINOP_MISS(NAME, OP)                                                 \
+#define FLOAT_BINOP(NAME, OP, KIND)                                            \
+    FLOAT_BINOP_MISS(NAME, KIND)                                               \
     EMBER_STENCIL(NAME)                                                        \
     {                                                                          \
         _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];          \
@@ -176,9 +148,9 @@ is_small_exact_int(PyObject *o)
         MISS(NAME##_miss);                                                     \
     }
 
-FLOAT_BINOP(BINARY_OP_ADD_FLOAT, +)
-FLOAT_BINOP(BINARY_OP_SUBTRACT_FLOAT, -)
-FLOAT_BINOP(BINARY_OP_MULTIPLY_FLOAT, *)
+FLOAT_BINOP(BINARY_OP_ADD_FLOAT, +, EMBER_FLOAT_ADD)
+FLOAT_BINOP(BINARY_OP_SUBTRACT_FLOAT, -, EMBER_FLOAT_SUBTRACT)
+FLOAT_BINOP(BINARY_OP_MULTIPLY_FLOAT, *, EMBER_FLOAT_MULTIPLY)
 
 /* OPERAND1: the specialisation descriptor the interpreter chose (from the
  * inline cache): its guard and action, e.g. for int/float mixes. */
@@ -193,9 +165,7 @@ EMBER_STENCIL(BINARY_OP_EXTEND)
         res = d->action(l, r);
     }
     else {
-        ADAPTIVE_MISS();
-        ESCAPE();
-        res = ((binaryfunc)OPERAND0)(l, r);
+        MISS(binary_op_miss);
     }
     BINARY_EPILOGUE(res);
 }
@@ -211,51 +181,16 @@ EMBER_STENCIL(BINARY_OP_SUBSCR_LIST_INT)
     MISS(binary_op_miss);
 }
 
-/* The generic comparison of (lhs, rhs) on top of the stack: oparg >> 5 is the
- * comparison; bit 16 asks for a bool. Shared by COMPARE_OP and the fallback
- * of its specialised forms; ends the stencil. */
-#define COMPARE_GENERIC(oparg)                                             \
-    do {                                                                   \
-        ESCAPE();                                                          \
-        PyObject *res = PyObject_RichCompare(BORROW(lhs), BORROW(rhs), (oparg) >> 5); \
-        stack_pointer -= 2;                                                \
-        SYNC_SP();                                                         \
-        CLOSE(lhs);                                             \
-        CLOSE(rhs);                                             \
-        if (UNLIKELY(res == NULL)) {                                       \
-            ERROR();                                                       \
-        }                                                                  \
-        if ((oparg) & 16) {                                                \
-            int truth = PyObject_IsTrue(res);                              \
-            Py_DECREF(res);                                                \
-            if (UNLIKELY(truth < 0)) {                                     \
-                ERROR();                                                   \
-            }                                                              \
-            stack_pointer[0] = truth ? PyStackRef_True : PyStackRef_False; \
-        }                                                                  \
-        else {                                                             \
-            stack_pointer[0] = PyStackRef_FromPyObjectSteal(res);          \
-        }                                                                  \
-        stack_pointer++;                                                   \
-        CONTINUE();                                                        \
-    } while (0)
-
 /* COMPARE_OP: oparg >> 5 is the comparison; bit 16 asks for a bool. */
 EMBER_STENCIL(COMPARE_OP)
 {
-    ADAPTIVE(COMPARE_OP);
-    int oparg = OPARG;
-    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
-    COMPARE_GENERIC(oparg);
+    GENERIC_RESULT(ember_generic_compare_op(frame, stack_pointer, tstate, THIS_INSTR, OPARG));
 }
 
 /* The generic comparison after a miss. */
 MISS_HELPER(compare_op_miss)
 {
-    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
-    ADAPTIVE_MISS();
-    int oparg = OPARG;
-    COMPARE_GENERIC(oparg);
+    GENERIC_RESULT(ember_miss_compare_op(frame, stack_pointer, tstate, THIS_INSTR, OPARG));
 }
 
 /* Specialised int comparison: both compact ints; OPERAND1 = mask of
@@ -284,9 +219,7 @@ EMBER_STENCIL(COMPARE_OP_INT)
 
 EMBER_STENCIL(TO_BOOL)
 {
-    ADAPTIVE(TO_BOOL);
-    _PyStackRef value = stack_pointer[-1];
-    TO_BOOL_CONVERT(value);
+    GENERIC_RESULT(ember_generic_to_bool(frame, stack_pointer, tstate, THIS_INSTR));
 }
 
 EMBER_STENCIL(UNARY_NOT)
@@ -330,103 +263,32 @@ EMBER_STENCIL(IS_OP)
 
 EMBER_STENCIL(CONTAINS_OP)
 {
-    ADAPTIVE(CONTAINS_OP);
-    _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
-    ESCAPE();
-    int res = PySequence_Contains(BORROW(rhs), BORROW(lhs));
-    stack_pointer -= 2;
-    SYNC_SP();
-    CLOSE(lhs);
-    CLOSE(rhs);
-    if (UNLIKELY(res < 0)) {
-        ERROR();
-    }
-    stack_pointer[0] = (res ^ OPARG) ? PyStackRef_True : PyStackRef_False;
-    stack_pointer++;
-    CONTINUE();
+    GENERIC_RESULT(ember_generic_contains_op(frame, stack_pointer, tstate, THIS_INSTR, OPARG));
 }
 
-/* OPERAND0: the name. Pushes the value, then NULL when oparg & 1. */
+/* Pushes the value, then NULL when oparg & 1. */
 EMBER_STENCIL(LOAD_GLOBAL)
 {
-    ADAPTIVE(LOAD_GLOBAL);
-    LOAD_GLOBAL_GENERIC((PyObject *)OPERAND0);
+    GENERIC_RESULT(ember_generic_load_global(frame, stack_pointer, tstate, THIS_INSTR, OPARG));
 }
 
-/* OPERAND0: the name. With oparg & 1, loads a method for CALL:
+/* With oparg & 1, loads a method for CALL:
  * (owner -- method, self) or (owner -- attr, NULL). */
 EMBER_STENCIL(LOAD_ATTR)
 {
-    ADAPTIVE(LOAD_ATTR);
-    _PyStackRef owner = stack_pointer[-1];
-    PyObject *name = (PyObject *)OPERAND0;
-    ESCAPE();
-    if (OPARG & 1) {
-        PyObject *meth = NULL;
-        int is_meth = _PyObject_GetMethod(BORROW(owner), name, &meth);
-        if (is_meth) {
-            /* The owner stays on the stack as self. */
-            stack_pointer[-1] = PyStackRef_FromPyObjectSteal(meth);
-            stack_pointer[0] = owner;
-            stack_pointer++;
-            CONTINUE();
-        }
-        stack_pointer--;
-        SYNC_SP();
-        CLOSE(owner);
-        if (UNLIKELY(meth == NULL)) {
-            ERROR();
-        }
-        stack_pointer[0] = PyStackRef_FromPyObjectSteal(meth);
-        stack_pointer[1] = PyStackRef_NULL;
-        stack_pointer += 2;
-        CONTINUE();
-    }
-    PyObject *attr = PyObject_GetAttr(BORROW(owner), name);
-    stack_pointer--;
-    SYNC_SP();
-    CLOSE(owner);
-    if (UNLIKELY(attr == NULL)) {
-        ERROR();
-    }
-    stack_pointer[0] = PyStackRef_FromPyObjectSteal(attr);
-    stack_pointer++;
-    CONTINUE();
+    GENERIC_RESULT(ember_generic_load_attr(frame, stack_pointer, tstate, THIS_INSTR, OPARG));
 }
 
-/* (value, owner --); OPERAND0: the name. */
+/* (value, owner --) */
 EMBER_STENCIL(STORE_ATTR)
 {
-    ADAPTIVE(STORE_ATTR);
-    _PyStackRef value = stack_pointer[-2], owner = stack_pointer[-1];
-    ESCAPE();
-    int err = PyObject_SetAttr(BORROW(owner), (PyObject *)OPERAND0, BORROW(value));
-    stack_pointer -= 2;
-    SYNC_SP();
-    CLOSE(value);
-    CLOSE(owner);
-    if (UNLIKELY(err < 0)) {
-        ERROR();
-    }
-    CONTINUE();
+    GENERIC_RESULT(ember_generic_store_attr(frame, stack_pointer, tstate, THIS_INSTR, OPARG));
 }
 
 /* (value, container, key --) */
 EMBER_STENCIL(STORE_SUBSCR)
 {
-    ADAPTIVE(STORE_SUBSCR);
-    _PyStackRef value = stack_pointer[-3], container = stack_pointer[-2], key = stack_pointer[-1];
-    ESCAPE();
-    int err = PyObject_SetItem(BORROW(container), BORROW(key), BORROW(value));
-    stack_pointer -= 3;
-    SYNC_SP();
-    CLOSE(value);
-    CLOSE(container);
-    CLOSE(key);
-    if (UNLIKELY(err < 0)) {
-        ERROR();
-    }
-    CONTINUE();
+    GENERIC_RESULT(ember_generic_store_subscr(frame, stack_pointer, tstate, THIS_INSTR));
 }
 
 EMBER_STENCIL(GET_ITER)
