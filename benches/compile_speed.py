@@ -297,10 +297,24 @@ def main() -> int:
                "ember_wall": row("Ember tier 1 (wall, `_compile` call)", ember, "wall_ns"),
                "ember_reuse_compile_ns": row("Ember tier 1 into freed memory (compile_ns)", ember, "compile_ns",
                                              ember["reuse_rows"])}
+    # CinderX in the same table, before the notes and the table by size.
+    if "cinderx" in results:
+        cx = results["cinderx"]
+        summary["cinderx_wall"] = row("CinderX (wall, `force_compile` call)", cx, "wall_ns")
+        both = {r["function"] for r in ember["rows"]} & {r["function"] for r in cx["rows"]}
+        table.append("| *functions both compiled:* | | | | | | | |")
+        summary["both_ember_compile_ns"] = row(
+            "Ember tier 1 (compile_ns)", ember, "compile_ns", [r for r in ember["rows"] if r["function"] in both])
+        summary["both_cinderx_wall"] = row(
+            "CinderX (wall)", cx, "wall_ns", [r for r in cx["rows"] if r["function"] in both])
     s = summary["ember_compile_ns"]
     table.append(f"\nEmber tier 1's common paths (hot_bytes: the code before the instructions' rare paths, "
                  f"which follow it): {s['hot_bytes_per_instruction']:.1f} bytes / instruction (all), "
                  f"median {s['median_hot_bytes_per_instruction']:.1f}.")
+    if "cinderx" in results:
+        cx_total = sum(r["compile_ms"] for r in results["cinderx"]["rows"])
+        table.append(f"\nCinderX's own `get_function_compilation_time`, summed: {cx_total} ms "
+                     "(whole milliseconds per function).")
     table.extend(["", "Ember tier 1 by function size (medians per function, in ns; the median function has "
                   f"{statistics.median(r['instructions'] for r in ember['rows']):.0f} instructions): what a "
                   "function costs whatever its length, and what each instruction adds.", "",
@@ -317,18 +331,6 @@ def main() -> int:
         summary["ember_by_size"].append(line)
         table.append(f"| {lo} to {hi - 1 if hi else 'more'} | {len(b)} | {line['instructions']:.0f} | "
                      f"{line['compile_ns']:.0f} | {line['publish_ns']:.0f} | {line['unpublished_ns']:.0f} |")
-    if "cinderx" in results:
-        cx = results["cinderx"]
-        summary["cinderx_wall"] = row("CinderX (wall, `force_compile` call)", cx, "wall_ns")
-        both = {r["function"] for r in ember["rows"]} & {r["function"] for r in cx["rows"]}
-        table.append("| *functions both compiled:* | | | | | | | |")
-        summary["both_ember_compile_ns"] = row(
-            "Ember tier 1 (compile_ns)", ember, "compile_ns", [r for r in ember["rows"] if r["function"] in both])
-        summary["both_cinderx_wall"] = row(
-            "CinderX (wall)", cx, "wall_ns", [r for r in cx["rows"] if r["function"] in both])
-        cx_total = sum(r["compile_ms"] for r in cx["rows"])
-        table.append(f"\nCinderX's own `get_function_compilation_time`, summed: {cx_total} ms "
-                     "(whole milliseconds per function).")
     for name, res in results.items():
         refused = sorted(res["refused"].items(), key=lambda kv: -kv[1])
         total = sum(n for _, n in refused)
