@@ -456,43 +456,30 @@ int ember_compare_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
  * EMBER_GENERIC_HAND_OFF, having changed nothing, when the adaptive counter
  * says the interpreter should specialise the instruction now. */
 #define EMBER_GENERIC_HAND_OFF ((_PyStackRef *)1)
-_PyStackRef *ember_generic_load_attr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                     _Py_CODEUNIT *this_instr, int oparg);
-_PyStackRef *ember_generic_store_attr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                      _Py_CODEUNIT *this_instr, int oparg);
-_PyStackRef *ember_generic_load_global(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                       _Py_CODEUNIT *this_instr, int oparg);
-_PyStackRef *ember_generic_binary_op(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                     _Py_CODEUNIT *this_instr, binaryfunc op);
-_PyStackRef *ember_generic_compare_op(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                      _Py_CODEUNIT *this_instr, int oparg);
-_PyStackRef *ember_generic_contains_op(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                       _Py_CODEUNIT *this_instr, int oparg);
-_PyStackRef *ember_generic_to_bool(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                   _Py_CODEUNIT *this_instr);
-_PyStackRef *ember_generic_store_subscr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                        _Py_CODEUNIT *this_instr);
+/* Their parameters: the stencil's frame, stack pointer and thread state, and
+ * its instruction. */
+#define EMBER_HELPER_ARGS _PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate, _Py_CODEUNIT *this_instr
+_PyStackRef *ember_generic_load_attr(EMBER_HELPER_ARGS, int oparg);
+_PyStackRef *ember_generic_store_attr(EMBER_HELPER_ARGS, int oparg);
+_PyStackRef *ember_generic_load_global(EMBER_HELPER_ARGS, int oparg);
+_PyStackRef *ember_generic_binary_op(EMBER_HELPER_ARGS, binaryfunc op);
+_PyStackRef *ember_generic_compare_op(EMBER_HELPER_ARGS, int oparg);
+_PyStackRef *ember_generic_contains_op(EMBER_HELPER_ARGS, int oparg);
+_PyStackRef *ember_generic_to_bool(EMBER_HELPER_ARGS);
+_PyStackRef *ember_generic_store_subscr(EMBER_HELPER_ARGS);
 /* The same after a specialised form's guard failed (ADAPTIVE_MISS: the
  * counter a miss keeps, not the generic one's). The float operations'
  * `kind`: EMBER_FLOAT_ADD, _SUBTRACT or _MULTIPLY; a float and a small int
  * are computed there, and not counted as a miss (FLOAT_BINOP, ops.c). */
 enum { EMBER_FLOAT_ADD, EMBER_FLOAT_SUBTRACT, EMBER_FLOAT_MULTIPLY };
-_PyStackRef *ember_miss_load_attr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                  _Py_CODEUNIT *this_instr, int oparg);
-_PyStackRef *ember_miss_store_attr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                   _Py_CODEUNIT *this_instr, int oparg);
-_PyStackRef *ember_miss_load_global(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                    _Py_CODEUNIT *this_instr, int oparg);
-_PyStackRef *ember_miss_binary_op(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                  _Py_CODEUNIT *this_instr, binaryfunc op);
-_PyStackRef *ember_miss_float_binop(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                    _Py_CODEUNIT *this_instr, binaryfunc op, int kind);
-_PyStackRef *ember_miss_compare_op(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                   _Py_CODEUNIT *this_instr, int oparg);
-_PyStackRef *ember_miss_to_bool(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                _Py_CODEUNIT *this_instr);
-_PyStackRef *ember_miss_store_subscr(_PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate,
-                                     _Py_CODEUNIT *this_instr);
+_PyStackRef *ember_miss_load_attr(EMBER_HELPER_ARGS, int oparg);
+_PyStackRef *ember_miss_store_attr(EMBER_HELPER_ARGS, int oparg);
+_PyStackRef *ember_miss_load_global(EMBER_HELPER_ARGS, int oparg);
+_PyStackRef *ember_miss_binary_op(EMBER_HELPER_ARGS, binaryfunc op);
+_PyStackRef *ember_miss_float_binop(EMBER_HELPER_ARGS, binaryfunc op, int kind);
+_PyStackRef *ember_miss_compare_op(EMBER_HELPER_ARGS, int oparg);
+_PyStackRef *ember_miss_to_bool(EMBER_HELPER_ARGS);
+_PyStackRef *ember_miss_store_subscr(EMBER_HELPER_ARGS);
 /* A stencil that is one of those calls; ends the stencil. */
 #define GENERIC_RESULT(CALL)                                                     \
     do {                                                                         \

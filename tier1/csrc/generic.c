@@ -24,7 +24,6 @@
 #define MISS_COUNTER() ADAPTIVE_MISS_AT(this_instr, HAND_OFF)
 /* ESCAPE() of a stencil. */
 #define STORE_FRAME_STATE() (frame->instr_ptr = this_instr, frame->stackpointer = sp)
-#define ARGS _PyInterpreterFrame *frame, _PyStackRef *sp, PyThreadState *tstate, _Py_CODEUNIT *this_instr
 
 static inline PyObject *
 name_at(_PyInterpreterFrame *frame, int i)
@@ -34,7 +33,7 @@ name_at(_PyInterpreterFrame *frame, int i)
 
 /* (owner -- attr, NULL or self if oparg & 1) */
 static _PyStackRef *
-load_attr(ARGS, int oparg)
+load_attr(EMBER_HELPER_ARGS, int oparg)
 {
     STORE_FRAME_STATE();
     if (ember_load_attr_slow(frame, sp, oparg) < 0) {
@@ -44,14 +43,14 @@ load_attr(ARGS, int oparg)
 }
 
 _PyStackRef *
-ember_generic_load_attr(ARGS, int oparg)
+ember_generic_load_attr(EMBER_HELPER_ARGS, int oparg)
 {
     GENERIC_COUNTER(LOAD_ATTR);
     return load_attr(frame, sp, tstate, this_instr, oparg);
 }
 
 _PyStackRef *
-ember_miss_load_attr(ARGS, int oparg)
+ember_miss_load_attr(EMBER_HELPER_ARGS, int oparg)
 {
     MISS_COUNTER();
     return load_attr(frame, sp, tstate, this_instr, oparg);
@@ -59,7 +58,7 @@ ember_miss_load_attr(ARGS, int oparg)
 
 /* (value, owner --) */
 static _PyStackRef *
-store_attr(ARGS, int oparg)
+store_attr(EMBER_HELPER_ARGS, int oparg)
 {
     STORE_FRAME_STATE();
     if (ember_store_attr_slow(frame, sp, oparg) < 0) {
@@ -69,14 +68,14 @@ store_attr(ARGS, int oparg)
 }
 
 _PyStackRef *
-ember_generic_store_attr(ARGS, int oparg)
+ember_generic_store_attr(EMBER_HELPER_ARGS, int oparg)
 {
     GENERIC_COUNTER(STORE_ATTR);
     return store_attr(frame, sp, tstate, this_instr, oparg);
 }
 
 _PyStackRef *
-ember_miss_store_attr(ARGS, int oparg)
+ember_miss_store_attr(EMBER_HELPER_ARGS, int oparg)
 {
     MISS_COUNTER();
     return store_attr(frame, sp, tstate, this_instr, oparg);
@@ -84,7 +83,7 @@ ember_miss_store_attr(ARGS, int oparg)
 
 /* (-- value, NULL if oparg & 1) */
 static _PyStackRef *
-load_global(ARGS, int oparg)
+load_global(EMBER_HELPER_ARGS, int oparg)
 {
     PyObject *name = name_at(frame, oparg >> 1);
     STORE_FRAME_STATE();
@@ -104,14 +103,14 @@ load_global(ARGS, int oparg)
 }
 
 _PyStackRef *
-ember_generic_load_global(ARGS, int oparg)
+ember_generic_load_global(EMBER_HELPER_ARGS, int oparg)
 {
     GENERIC_COUNTER(LOAD_GLOBAL);
     return load_global(frame, sp, tstate, this_instr, oparg);
 }
 
 _PyStackRef *
-ember_miss_load_global(ARGS, int oparg)
+ember_miss_load_global(EMBER_HELPER_ARGS, int oparg)
 {
     MISS_COUNTER();
     return load_global(frame, sp, tstate, this_instr, oparg);
@@ -137,7 +136,7 @@ binary_result(_PyInterpreterFrame *frame, _PyStackRef *sp, PyObject *res)
 /* `op`: BINARY_OP's function for its oparg (its OPERAND0,
  * tier1/src/operands.rs). */
 _PyStackRef *
-ember_generic_binary_op(ARGS, binaryfunc op)
+ember_generic_binary_op(EMBER_HELPER_ARGS, binaryfunc op)
 {
     GENERIC_COUNTER(BINARY_OP);
     STORE_FRAME_STATE();
@@ -145,7 +144,7 @@ ember_generic_binary_op(ARGS, binaryfunc op)
 }
 
 _PyStackRef *
-ember_miss_binary_op(ARGS, binaryfunc op)
+ember_miss_binary_op(EMBER_HELPER_ARGS, binaryfunc op)
 {
     MISS_COUNTER();
     STORE_FRAME_STATE();
@@ -161,7 +160,7 @@ is_small_exact_int(PyObject *o)
 }
 
 _PyStackRef *
-ember_miss_float_binop(ARGS, binaryfunc op, int kind)
+ember_miss_float_binop(EMBER_HELPER_ARGS, binaryfunc op, int kind)
 {
     PyObject *l = PyStackRef_AsPyObjectBorrow(sp[-2]), *r = PyStackRef_AsPyObjectBorrow(sp[-1]);
     STORE_FRAME_STATE();
@@ -177,7 +176,7 @@ ember_miss_float_binop(ARGS, binaryfunc op, int kind)
 
 /* (lhs, rhs -- res) */
 static _PyStackRef *
-compare_op(ARGS, int oparg)
+compare_op(EMBER_HELPER_ARGS, int oparg)
 {
     STORE_FRAME_STATE();
     if (ember_compare_slow(frame, sp, oparg) < 0) {
@@ -187,14 +186,14 @@ compare_op(ARGS, int oparg)
 }
 
 _PyStackRef *
-ember_generic_compare_op(ARGS, int oparg)
+ember_generic_compare_op(EMBER_HELPER_ARGS, int oparg)
 {
     GENERIC_COUNTER(COMPARE_OP);
     return compare_op(frame, sp, tstate, this_instr, oparg);
 }
 
 _PyStackRef *
-ember_miss_compare_op(ARGS, int oparg)
+ember_miss_compare_op(EMBER_HELPER_ARGS, int oparg)
 {
     MISS_COUNTER();
     return compare_op(frame, sp, tstate, this_instr, oparg);
@@ -202,7 +201,7 @@ ember_miss_compare_op(ARGS, int oparg)
 
 /* (left, right -- bool): `left in right`, negated when oparg is 1. */
 _PyStackRef *
-ember_generic_contains_op(ARGS, int oparg)
+ember_generic_contains_op(EMBER_HELPER_ARGS, int oparg)
 {
     GENERIC_COUNTER(CONTAINS_OP);
     _PyStackRef lhs = sp[-2], rhs = sp[-1];
@@ -221,7 +220,7 @@ ember_generic_contains_op(ARGS, int oparg)
 
 /* (value -- bool) */
 static _PyStackRef *
-to_bool(ARGS)
+to_bool(EMBER_HELPER_ARGS)
 {
     _PyStackRef value = sp[-1];
     if (PyStackRef_IsTrue(value) || PyStackRef_IsFalse(value)) {
@@ -240,7 +239,7 @@ to_bool(ARGS)
 }
 
 _PyStackRef *
-ember_generic_to_bool(ARGS)
+ember_generic_to_bool(EMBER_HELPER_ARGS)
 {
     GENERIC_COUNTER(TO_BOOL);
     return to_bool(frame, sp, tstate, this_instr);
@@ -266,7 +265,7 @@ truth_is_plain(PyObject *o)
 }
 
 _PyStackRef *
-ember_miss_to_bool(ARGS)
+ember_miss_to_bool(EMBER_HELPER_ARGS)
 {
     if (!truth_is_plain(PyStackRef_AsPyObjectBorrow(sp[-1]))) {
         MISS_COUNTER();
@@ -276,7 +275,7 @@ ember_miss_to_bool(ARGS)
 
 /* (value, container, key --) */
 static _PyStackRef *
-store_subscr(ARGS)
+store_subscr(EMBER_HELPER_ARGS)
 {
     _PyStackRef value = sp[-3], container = sp[-2], key = sp[-1];
     STORE_FRAME_STATE();
@@ -294,14 +293,14 @@ store_subscr(ARGS)
 }
 
 _PyStackRef *
-ember_generic_store_subscr(ARGS)
+ember_generic_store_subscr(EMBER_HELPER_ARGS)
 {
     GENERIC_COUNTER(STORE_SUBSCR);
     return store_subscr(frame, sp, tstate, this_instr);
 }
 
 _PyStackRef *
-ember_miss_store_subscr(ARGS)
+ember_miss_store_subscr(EMBER_HELPER_ARGS)
 {
     MISS_COUNTER();
     return store_subscr(frame, sp, tstate, this_instr);
