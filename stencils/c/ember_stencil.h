@@ -440,16 +440,6 @@ PyObject *ember_build_list(_PyStackRef *items, int n);
 /* BINARY_SLICE of the three items at `items`, which it consumes. */
 PyObject *ember_binary_slice(_PyInterpreterFrame *frame, _PyStackRef *items);
 
-/* Slow paths in tier1/csrc/fast.c. Each expects frame->instr_ptr and
- * frame->stackpointer set (ESCAPE()) and `sp` the stack pointer. */
-/* (owner -- attr, self_or_null if oparg & 1): 0, or -1 with the owner
- * popped and closed. */
-int ember_load_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
-/* (value, owner --): both popped and closed; 0 or -1. */
-int ember_store_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
-/* (lhs, rhs -- res): 0 with res at sp[-2], or -1 with both popped. */
-int ember_compare_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg);
-
 /* The generic forms of the commonest specialisable instructions, whole
  * (tier1/csrc/generic.c): the stack pointer after the instruction; NULL on
  * an error, with frame->stackpointer where the error leaves the stack; or
@@ -478,6 +468,7 @@ _PyStackRef *ember_miss_load_global(EMBER_HELPER_ARGS, int oparg);
 _PyStackRef *ember_miss_binary_op(EMBER_HELPER_ARGS, binaryfunc op);
 _PyStackRef *ember_miss_float_binop(EMBER_HELPER_ARGS, binaryfunc op, int kind);
 _PyStackRef *ember_miss_compare_op(EMBER_HELPER_ARGS, int oparg);
+_PyStackRef *ember_miss_contains_op(EMBER_HELPER_ARGS, int oparg);
 _PyStackRef *ember_miss_to_bool(EMBER_HELPER_ARGS);
 _PyStackRef *ember_miss_store_subscr(EMBER_HELPER_ARGS);
 /* A stencil that is one of those calls; ends the stencil. */

@@ -673,6 +673,11 @@ EMBER_STENCIL(COMPARE_OP_STR)
         CONTINUE();                                                            \
     } while (0)
 
+MISS_HELPER(contains_miss)
+{
+    GENERIC_RESULT(ember_miss_contains_op(frame, stack_pointer, tstate, THIS_INSTR, OPARG));
+}
+
 EMBER_STENCIL(CONTAINS_OP_SET)
 {
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
@@ -680,8 +685,7 @@ EMBER_STENCIL(CONTAINS_OP_SET)
     if (LIKELY(PyAnySet_CheckExact(r))) {
         CONTAINS_WITH(_PySet_Contains((PySetObject *)r, BORROW(lhs)));
     }
-    ADAPTIVE_MISS();
-    CONTAINS_WITH(PySequence_Contains(r, BORROW(lhs)));
+    MISS(contains_miss);
 }
 
 EMBER_STENCIL(CONTAINS_OP_DICT)
@@ -691,8 +695,7 @@ EMBER_STENCIL(CONTAINS_OP_DICT)
     if (LIKELY(PyDict_CheckExact(r))) {
         CONTAINS_WITH(PyDict_Contains(r, BORROW(lhs)));
     }
-    ADAPTIVE_MISS();
-    CONTAINS_WITH(PySequence_Contains(r, BORROW(lhs)));
+    MISS(contains_miss);
 }
 
 /* ---- STORE_SUBSCR: (value, container, sub --) ------------------------ */

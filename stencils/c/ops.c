@@ -159,14 +159,11 @@ EMBER_STENCIL(BINARY_OP_EXTEND)
     _PyStackRef lhs = stack_pointer[-2], rhs = stack_pointer[-1];
     PyObject *l = BORROW(lhs), *r = BORROW(rhs);
     _PyBinaryOpSpecializationDescr *d = (_PyBinaryOpSpecializationDescr *)OPERAND1;
-    PyObject *res;
-    if (LIKELY(d->guard(l, r))) {
-        ESCAPE();
-        res = d->action(l, r);
-    }
-    else {
+    if (UNLIKELY(!d->guard(l, r))) {
         MISS(binary_op_miss);
     }
+    ESCAPE();
+    PyObject *res = d->action(l, r);
     BINARY_EPILOGUE(res);
 }
 

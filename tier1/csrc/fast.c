@@ -1,16 +1,11 @@
-/* Slow paths of the specialised stencils (stencils/c/fast.c): the generic
- * instruction, for when a guard fails, and the calls that need an argument
- * array. The stencil has set frame->instr_ptr and frame->stackpointer; a
+/* Slow paths of the specialised stencils (stencils/c/fast.c): what the
+ * interpreter would cache for a site, and the calls that need an argument
+ * array (the generic instruction after a failed guard is generic.c's). The
+ * stencil has set frame->instr_ptr and frame->stackpointer; a
  * helper that consumes stack items lowers frame->stackpointer before
  * closing any of them. */
-#include "../../stencils/c/ember_stencil.h"
+#include "glue.h"
 #include "pycore_dict.h"
-
-static inline PyObject *
-name_at(_PyInterpreterFrame *frame, int i)
-{
-    return PyTuple_GET_ITEM(_PyFrame_GetCode(frame)->co_names, i);
-}
 
 /* The index of `name` in a type's shared keys, -2 if it is not there, -1
  * on an error (none is possible for a str name with a cached hash). */
@@ -84,7 +79,7 @@ instance_load(_PyInterpreterFrame *frame, PyObject *owner, int oparg, uint32_t v
         || tp->tp_getattro != PyObject_GenericGetAttr) {
         return NULL;
     }
-    *name = name_at(frame, oparg >> 1);
+    *name = ember_name_at(frame, oparg >> 1);
     *descr = _PyType_Lookup(tp, *name);
     PyDictKeysObject *keys = ((PyHeapTypeObject *)tp)->ht_cached_keys;
     if (tp->tp_version_tag != version || keys == NULL || keys->dk_kind != DICT_KEYS_SPLIT) {
@@ -150,78 +145,6 @@ ember_instance_value_offset(_PyInterpreterFrame *frame, PyObject *owner, int opa
     }
     Py_ssize_t offset = (char *)&_PyObject_InlineValues(owner)->values[index] - (char *)owner;
     return offset == (uint16_t)offset ? (uint32_t)offset : 0;
-}
-
-/* LOAD_ATTR: (owner -- attr, self_or_null if oparg & 1). */
-int
-ember_load_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg)
-{
-    _PyStackRef owner = sp[-1];
-    PyObject *name = name_at(frame, oparg >> 1);
-    PyObject *attr;
-    if (oparg & 1) {
-        attr = NULL;
-        if (_PyObject_GetMethod(PyStackRef_AsPyObjectBorrow(owner), name, &attr)) {
-            /* The owner stays on the stack, as self. */
-            sp[-1] = PyStackRef_FromPyObjectSteal(attr);
-            sp[0] = owner;
-            return 0;
-        }
-    }
-    else {
-        attr = PyObject_GetAttr(PyStackRef_AsPyObjectBorrow(owner), name);
-    }
-    frame->stackpointer = sp - 1;
-    PyStackRef_CLOSE(owner);
-    if (attr == NULL) {
-        return -1;
-    }
-    sp[-1] = PyStackRef_FromPyObjectSteal(attr);
-    if (oparg & 1) {
-        sp[0] = PyStackRef_NULL;
-    }
-    return 0;
-}
-
-/* STORE_ATTR: (value, owner --). */
-int
-ember_store_attr_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg)
-{
-    _PyStackRef value = sp[-2], owner = sp[-1];
-    int err = PyObject_SetAttr(PyStackRef_AsPyObjectBorrow(owner), name_at(frame, oparg),
-                               PyStackRef_AsPyObjectBorrow(value));
-    frame->stackpointer = sp - 2;
-    PyStackRef_CLOSE(value);
-    PyStackRef_CLOSE(owner);
-    return err < 0 ? -1 : 0;
-}
-
-/* COMPARE_OP: (lhs, rhs -- res); oparg >> 5 is the comparison, oparg & 16
- * asks for a bool. */
-int
-ember_compare_slow(_PyInterpreterFrame *frame, _PyStackRef *sp, int oparg)
-{
-    _PyStackRef lhs = sp[-2], rhs = sp[-1];
-    PyObject *res = PyObject_RichCompare(PyStackRef_AsPyObjectBorrow(lhs), PyStackRef_AsPyObjectBorrow(rhs),
-                                         oparg >> 5);
-    frame->stackpointer = sp - 2;
-    PyStackRef_CLOSE(lhs);
-    PyStackRef_CLOSE(rhs);
-    if (res == NULL) {
-        return -1;
-    }
-    if (oparg & 16) {
-        int truth = PyObject_IsTrue(res);
-        Py_DECREF(res);
-        if (truth < 0) {
-            return -1;
-        }
-        sp[-2] = truth ? PyStackRef_True : PyStackRef_False;
-    }
-    else {
-        sp[-2] = PyStackRef_FromPyObjectSteal(res);
-    }
-    return 0;
 }
 
 /* The specialised calls that take an argument array (the kinds are those

@@ -15,7 +15,7 @@
  * EMBER_GENERIC_HAND_OFF, having changed nothing, when the adaptive counter
  * says the interpreter should specialise the instruction now (ADAPTIVE and
  * ADAPTIVE_MISS in ember_stencil.h). */
-#include "../../stencils/c/ember_stencil.h"
+#include "glue.h"
 
 #define HAND_OFF return EMBER_GENERIC_HAND_OFF
 /* The counters: the generic instruction's, or a specialised one's after a
@@ -25,19 +25,34 @@
 /* ESCAPE() of a stencil. */
 #define STORE_FRAME_STATE() (frame->instr_ptr = this_instr, frame->stackpointer = sp)
 
-static inline PyObject *
-name_at(_PyInterpreterFrame *frame, int i)
-{
-    return PyTuple_GET_ITEM(_PyFrame_GetCode(frame)->co_names, i);
-}
-
 /* (owner -- attr, NULL or self if oparg & 1) */
 static _PyStackRef *
 load_attr(EMBER_HELPER_ARGS, int oparg)
 {
     STORE_FRAME_STATE();
-    if (ember_load_attr_slow(frame, sp, oparg) < 0) {
+    _PyStackRef owner = sp[-1];
+    PyObject *name = ember_name_at(frame, oparg >> 1);
+    PyObject *attr;
+    if (oparg & 1) {
+        attr = NULL;
+        if (_PyObject_GetMethod(PyStackRef_AsPyObjectBorrow(owner), name, &attr)) {
+            /* The owner stays on the stack, as self. */
+            sp[-1] = PyStackRef_FromPyObjectSteal(attr);
+            sp[0] = owner;
+            return sp + 1;
+        }
+    }
+    else {
+        attr = PyObject_GetAttr(PyStackRef_AsPyObjectBorrow(owner), name);
+    }
+    frame->stackpointer = sp - 1;
+    PyStackRef_CLOSE(owner);
+    if (attr == NULL) {
         return NULL;
+    }
+    sp[-1] = PyStackRef_FromPyObjectSteal(attr);
+    if (oparg & 1) {
+        sp[0] = PyStackRef_NULL;
     }
     return sp + (oparg & 1);
 }
@@ -60,11 +75,15 @@ ember_miss_load_attr(EMBER_HELPER_ARGS, int oparg)
 static _PyStackRef *
 store_attr(EMBER_HELPER_ARGS, int oparg)
 {
+    _PyStackRef value = sp[-2], owner = sp[-1];
     STORE_FRAME_STATE();
-    if (ember_store_attr_slow(frame, sp, oparg) < 0) {
-        return NULL;
-    }
-    return sp - 2;
+    int err = PyObject_SetAttr(PyStackRef_AsPyObjectBorrow(owner), ember_name_at(frame, oparg),
+                               PyStackRef_AsPyObjectBorrow(value));
+    sp -= 2;
+    frame->stackpointer = sp;
+    PyStackRef_CLOSE(value);
+    PyStackRef_CLOSE(owner);
+    return err < 0 ? NULL : sp;
 }
 
 _PyStackRef *
@@ -85,7 +104,7 @@ ember_miss_store_attr(EMBER_HELPER_ARGS, int oparg)
 static _PyStackRef *
 load_global(EMBER_HELPER_ARGS, int oparg)
 {
-    PyObject *name = name_at(frame, oparg >> 1);
+    PyObject *name = ember_name_at(frame, oparg >> 1);
     STORE_FRAME_STATE();
     _PyEval_LoadGlobalStackRef(frame->f_globals, frame->f_builtins, name, sp);
     if (PyStackRef_IsNull(sp[0])) {
@@ -135,20 +154,25 @@ binary_result(_PyInterpreterFrame *frame, _PyStackRef *sp, PyObject *res)
 
 /* `op`: BINARY_OP's function for its oparg (its OPERAND0,
  * tier1/src/operands.rs). */
+static _PyStackRef *
+binary_op(EMBER_HELPER_ARGS, binaryfunc op)
+{
+    STORE_FRAME_STATE();
+    return binary_result(frame, sp, op(PyStackRef_AsPyObjectBorrow(sp[-2]), PyStackRef_AsPyObjectBorrow(sp[-1])));
+}
+
 _PyStackRef *
 ember_generic_binary_op(EMBER_HELPER_ARGS, binaryfunc op)
 {
     GENERIC_COUNTER(BINARY_OP);
-    STORE_FRAME_STATE();
-    return binary_result(frame, sp, op(PyStackRef_AsPyObjectBorrow(sp[-2]), PyStackRef_AsPyObjectBorrow(sp[-1])));
+    return binary_op(frame, sp, tstate, this_instr, op);
 }
 
 _PyStackRef *
 ember_miss_binary_op(EMBER_HELPER_ARGS, binaryfunc op)
 {
     MISS_COUNTER();
-    STORE_FRAME_STATE();
-    return binary_result(frame, sp, op(PyStackRef_AsPyObjectBorrow(sp[-2]), PyStackRef_AsPyObjectBorrow(sp[-1])));
+    return binary_op(frame, sp, tstate, this_instr, op);
 }
 
 /* An exact int CPython converts to a float exactly (a compact one: under
@@ -171,18 +195,37 @@ ember_miss_float_binop(EMBER_HELPER_ARGS, binaryfunc op, int kind)
         return binary_result(frame, sp, PyFloat_FromDouble(v));
     }
     MISS_COUNTER();
-    return binary_result(frame, sp, op(l, r));
+    return binary_op(frame, sp, tstate, this_instr, op);
 }
 
-/* (lhs, rhs -- res) */
+/* (lhs, rhs -- res); oparg >> 5 is the comparison, oparg & 16 asks for a
+ * bool. */
 static _PyStackRef *
 compare_op(EMBER_HELPER_ARGS, int oparg)
 {
+    _PyStackRef lhs = sp[-2], rhs = sp[-1];
     STORE_FRAME_STATE();
-    if (ember_compare_slow(frame, sp, oparg) < 0) {
+    PyObject *res = PyObject_RichCompare(PyStackRef_AsPyObjectBorrow(lhs), PyStackRef_AsPyObjectBorrow(rhs),
+                                         oparg >> 5);
+    sp -= 2;
+    frame->stackpointer = sp;
+    PyStackRef_CLOSE(lhs);
+    PyStackRef_CLOSE(rhs);
+    if (res == NULL) {
         return NULL;
     }
-    return sp - 1;
+    if (oparg & 16) {
+        int truth = PyObject_IsTrue(res);
+        Py_DECREF(res);
+        if (truth < 0) {
+            return NULL;
+        }
+        sp[0] = truth ? PyStackRef_True : PyStackRef_False;
+    }
+    else {
+        sp[0] = PyStackRef_FromPyObjectSteal(res);
+    }
+    return sp + 1;
 }
 
 _PyStackRef *
@@ -200,10 +243,9 @@ ember_miss_compare_op(EMBER_HELPER_ARGS, int oparg)
 }
 
 /* (left, right -- bool): `left in right`, negated when oparg is 1. */
-_PyStackRef *
-ember_generic_contains_op(EMBER_HELPER_ARGS, int oparg)
+static _PyStackRef *
+contains_op(EMBER_HELPER_ARGS, int oparg)
 {
-    GENERIC_COUNTER(CONTAINS_OP);
     _PyStackRef lhs = sp[-2], rhs = sp[-1];
     STORE_FRAME_STATE();
     int res = PySequence_Contains(PyStackRef_AsPyObjectBorrow(rhs), PyStackRef_AsPyObjectBorrow(lhs));
@@ -216,6 +258,20 @@ ember_generic_contains_op(EMBER_HELPER_ARGS, int oparg)
     }
     sp[0] = (res ^ oparg) ? PyStackRef_True : PyStackRef_False;
     return sp + 1;
+}
+
+_PyStackRef *
+ember_generic_contains_op(EMBER_HELPER_ARGS, int oparg)
+{
+    GENERIC_COUNTER(CONTAINS_OP);
+    return contains_op(frame, sp, tstate, this_instr, oparg);
+}
+
+_PyStackRef *
+ember_miss_contains_op(EMBER_HELPER_ARGS, int oparg)
+{
+    MISS_COUNTER();
+    return contains_op(frame, sp, tstate, this_instr, oparg);
 }
 
 /* (value -- bool) */

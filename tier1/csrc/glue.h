@@ -4,6 +4,14 @@
 #include "../../stencils/c/ember_stencil.h"
 #include "pycore_instruments.h"
 
+/* The code object's name `i` (co_names), for the helpers that take an
+ * instruction's name from its oparg. */
+static inline PyObject *
+ember_name_at(_PyInterpreterFrame *frame, int i)
+{
+    return PyTuple_GET_ITEM(_PyFrame_GetCode(frame)->co_names, i);
+}
+
 /* What calls and resumptions need of the runtime's record of a code object
  * (its C prefix: runtime/src/records.rs, DirectEntry). `entry`: the compiled
  * entry at the first instruction when the evaluator would run a call there
